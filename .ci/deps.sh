@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every Debian package kiwi-run needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt-get.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(
+  build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+  libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libyajl-dev libcriterion-dev
+  libarchive-dev libssl-dev
+  busybox-static iproute2 procps util-linux passwd python3 python3-pytest mandoc
+  crun bubblewrap hyperfine
+  qemu-system-x86 cpio kmod xz-utils zstd
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
