@@ -30,7 +30,18 @@ int kiwi_error_wrap(kiwi_err *err, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+	/* Truncating a long chain of context is fine; losing the message is not. */
+	size_t n = strnlen(prefix, sizeof(err->msg) - 1);
+	memcpy(err->msg, prefix, n);
+	size_t room = sizeof(err->msg) - n;
+	if (room > 2) {
+		memcpy(err->msg + n, ": ", 2);
+		n += 2;
+		size_t rest = strnlen(old, sizeof(err->msg) - n - 1);
+		memcpy(err->msg + n, old, rest);
+		n += rest;
+	}
+	err->msg[n] = '\0';
 	return -1;
 }
 
