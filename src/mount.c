@@ -1,2 +1,248 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "kiwi/err.h"
+#include "kiwi/mount.h"
+#include "kiwi/cleanup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Resolves path (absolute or relative, meaning the same) inside the rootfs:
+ * ".." stops at the rootfs root, and any symlink on the way is refused
+ * (ELOOP), so nothing the image contains can point a mount elsewhere. */
+static int open_in_root(int rootfd, const char *path, int flags)
+{
+	struct open_how how = {
+		.flags = (unsigned)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+}
+
+/* Opens path inside the rootfs as an O_PATH fd, creating it (and missing
+ * parents as directories) when absent: a directory or an empty file. */
+static int ensure_in_root(int rootfd, const char *path, bool dir, const char *what, kiwi_err *err)
+{
+	int fd = open_in_root(rootfd, path, O_PATH);
+	if (fd >= 0)
+		return fd;
+	if (errno == ELOOP)
+		return kiwi_error(err, ELOOP, "mount",
+				  "%s `%s` passes through a symlink in the rootfs; name the real path", what, path);
+	if (errno != ENOENT)
+		return kiwi_error(err, errno, "mount", "cannot resolve %s `%s` in the rootfs", what, path);
+
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return kiwi_error(err, ENAMETOOLONG, "mount", "%s `%s` is too long", what, path);
+	size_t len = strlen(buf);
+	while (len > 1 && buf[len - 1] == '/')
+		buf[--len] = '\0';
+	/* Inside the root "a/b" and "/a/b" name the same place. */
+	char *slash = strrchr(buf, '/');
+	const char *base = slash ? slash + 1 : buf;
+	const char *parent = "/";
+	if (slash) {
+		*slash = '\0';
+		if (buf[0])
+			parent = buf;
+	}
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return kiwi_error(err, EINVAL, "mount", "%s `%s` has no usable last component", what, path);
+	_cleanup_close_ int parentfd = ensure_in_root(rootfd, parent, true, what, err);
+	if (parentfd < 0)
+		return -1;
+	int r = dir ? mkdirat(parentfd, base, 0755)
+		    : openat(parentfd, base, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (r < 0 && errno != EEXIST)
+		return kiwi_error(err, errno, "mount", "cannot create %s `%s` in the rootfs", what, path);
+	if (!dir && r >= 0)
+		close(r);
+	fd = open_in_root(rootfd, path, O_PATH);
+	if (fd < 0)
+		return kiwi_error(err, errno, "mount", "cannot resolve %s `%s` in the rootfs", what, path);
+	return fd;
+}
+
+/* A new, still detached, filesystem instance; opts are key/value pairs. */
+static int new_fs(const char *fstype, const char *const *opts, unsigned attrs, kiwi_err *err)
+{
+	_cleanup_close_ int fsfd = fsopen(fstype, FSOPEN_CLOEXEC);
+	if (fsfd < 0)
+		return kiwi_error(err, errno, "mount", "cannot open a %s filesystem", fstype);
+	for (; opts && opts[0]; opts += 2)
+		if (fsconfig(fsfd, FSCONFIG_SET_STRING, opts[0], opts[1], 0) < 0)
+			return kiwi_error(err, errno, "mount", "%s rejects %s=%s", fstype, opts[0], opts[1]);
+	if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return kiwi_error(err, errno, "mount", "cannot create a %s filesystem", fstype);
+	int mfd = fsmount(fsfd, FSMOUNT_CLOEXEC, attrs);
+	if (mfd < 0)
+		return kiwi_error(err, errno, "mount", "cannot mount a %s filesystem", fstype);
+	return mfd;
+}
+
+/* Attaches a detached mount onto the object an fd refers to (path "") or
+ * onto a name below a directory fd that kiwi-run itself created. */
+static int attach(int mntfd, int dirfd, const char *name, const char *what, kiwi_err *err)
+{
+	unsigned flags = MOVE_MOUNT_F_EMPTY_PATH | (*name ? 0 : MOVE_MOUNT_T_EMPTY_PATH);
+	if (move_mount(mntfd, "", dirfd, name, flags) < 0)
+		return kiwi_error(err, errno, "mount", "cannot attach %s", what);
+	return 0;
+}
+
+static int mount_fs_at(int rootfd, const char *path, const char *fstype, const char *const *opts,
+		       unsigned attrs, kiwi_err *err)
+{
+	_cleanup_close_ int target = ensure_in_root(rootfd, path, true, "mount point", err);
+	if (target < 0)
+		return -1;
+	_cleanup_close_ int mfd = new_fs(fstype, opts, attrs, err);
+	if (mfd < 0)
+		return -1;
+	return attach(mfd, target, "", path, err);
+}
+
+static int bind_host_node(int devfd, const char *name, kiwi_err *err)
+{
+	char host[64];
+	snprintf(host, sizeof(host), "/dev/%s", name);
+	int fd = openat(devfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return kiwi_error(err, errno, "mount", "cannot create /dev/%s", name);
+	close(fd);
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return kiwi_error(err, errno, "mount", "cannot clone the host's `%s`", host);
+	return attach(tree, devfd, name, host, err);
+}
+
+/* A /dev of our own: a small tmpfs holding binds of the harmless host
+ * nodes, a private devpts instance and /dev/shm; read-only afterwards. */
+static int mount_dev(int rootfd, kiwi_err *err)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+	static const char *const dev_opts[] = { "mode", "0755", "size", "256k", NULL };
+	/* Every devpts mount is a new instance since Linux 4.7. */
+	static const char *const pts_opts[] = { "ptmxmode", "0666", "mode", "0620", NULL };
+	static const char *const shm_opts[] = { "mode", "1777", NULL };
+	static const char *const links[][2] = {
+		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+		{ "ptmx", "pts/ptmx" },
+	};
+	_cleanup_close_ int target = ensure_in_root(rootfd, "/dev", true, "mount point", err);
+	if (target < 0)
+		return -1;
+	_cleanup_close_ int dev = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+	if (dev < 0 || attach(dev, target, "", "/dev", err) < 0)
+		return -1;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(nodes); i++)
+		if (bind_host_node(dev, nodes[i], err) < 0)
+			return -1;
+	if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
+		return kiwi_error(err, errno, "mount", "cannot create /dev/pts or /dev/shm");
+	_cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+	if (pts < 0 || attach(pts, dev, "pts", "/dev/pts", err) < 0)
+		return -1;
+	_cleanup_close_ int shm = new_fs("tmpfs", shm_opts,
+					 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+	if (shm < 0 || attach(shm, dev, "shm", "/dev/shm", err) < 0)
+		return -1;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i][1], dev, links[i][0]) < 0)
+			return kiwi_error(err, errno, "mount", "cannot create /dev/%s", links[i][0]);
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+	if (mount_setattr(dev, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make /dev read-only");
+	return 0;
+}
+
+static int mount_bind(int rootfd, const struct kiwi_bind *b, kiwi_err *err)
+{
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, b->source,
+					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (tree < 0)
+		return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", b->source);
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->read_only ? MOUNT_ATTR_RDONLY : 0),
+	};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		return kiwi_error(err, errno, "bind", "cannot set the flags of bind source `%s`", b->source);
+	struct stat st;
+	if (fstat(tree, &st) < 0)
+		return kiwi_error(err, errno, "bind", "cannot stat bind source `%s`", b->source);
+	_cleanup_close_ int target = ensure_in_root(rootfd, b->dest, S_ISDIR(st.st_mode), "bind destination", err);
+	if (target < 0) {
+		snprintf(err->step, sizeof(err->step), "bind");
+		return -1;
+	}
+	struct stat tst;
+	if (fstat(target, &tst) < 0)
+		return kiwi_error(err, errno, "bind", "cannot stat bind destination `%s`", b->dest);
+	if (S_ISDIR(st.st_mode) != S_ISDIR(tst.st_mode))
+		return kiwi_error(err, S_ISDIR(st.st_mode) ? ENOTDIR : EISDIR, "bind",
+				  "bind `%s` onto `%s`: one is a directory, the other is not", b->source, b->dest);
+	return attach(tree, target, "", b->dest, err);
+}
+
+static int pivot_into(int rootfd, bool rw_root, kiwi_err *err)
+{
+	/* pivot_root(".", ".") stacks the old root on top of the new one;
+	 * detaching it at once leaves no path back to the host's tree. */
+	if (fchdir(rootfd) < 0)
+		return kiwi_error(err, errno, "pivot_root", "cannot enter the rootfs");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return kiwi_error(err, errno, "pivot_root", "cannot pivot into the rootfs");
+	if (umount2(".", MNT_DETACH) < 0)
+		return kiwi_error(err, errno, "pivot_root", "cannot detach the old root");
+	if (chdir("/") < 0)
+		return kiwi_error(err, errno, "pivot_root", "cannot enter the new root");
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw_root ? 0 : MOUNT_ATTR_RDONLY),
+	};
+	if (mount_setattr(AT_FDCWD, "/", 0, &attr, sizeof(attr)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make the root read-only");
+	return 0;
+}
+
+int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+{
+	static const char *const tmp_opts[] = { "mode", "1777", NULL };
+	const unsigned hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+
+	/* The rootfs becomes a mount of its own, which pivot_root needs, and
+	 * private, so that nothing propagates from it to the host or back. */
+	if (mount(cfg->rootfs, cfg->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return kiwi_error(err, errno, "mount", "cannot bind the rootfs `%s`", cfg->rootfs);
+	if (mount(NULL, cfg->rootfs, NULL, MS_PRIVATE | MS_REC, NULL) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make the rootfs `%s` private", cfg->rootfs);
+	_cleanup_close_ int rootfd = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
+
+	/* procfs and sysfs must be mounted while the host's copies are still
+	 * visible in this mount namespace: the kernel refuses a new instance
+	 * in a user namespace unless an unobscured one is already there. */
+	if (mount_fs_at(rootfd, "/proc", "proc", NULL, hardened, err) < 0)
+		return -1;
+	_cleanup_close_ int sysfs = new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, err);
+	if (sysfs >= 0) {
+		_cleanup_close_ int target = ensure_in_root(rootfd, "/sys", true, "mount point", err);
+		if (target < 0 || attach(sysfs, target, "", "/sys", err) < 0)
+			return -1;
+	} /* else: a host that hides its sysfs gets a sandbox without one. */
+	if (mount_dev(rootfd, err) < 0)
+		return -1;
+	if (mount_fs_at(rootfd, "/tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
+		return -1;
+	for (size_t i = 0; i < cfg->n_binds; i++)
+		if (mount_bind(rootfd, &cfg->binds[i], err) < 0)
+			return -1;
+	return pivot_into(rootfd, cfg->rw_root, err);
+}

@@ -1,2 +1,93 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "kiwi/err.h"
+#include "kiwi/verdict.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double us_to_ms(uint64_t us)
+{
+	return (double)(us / 1000) + (double)(us % 1000) / 1000.0;
+}
+
+static void write_error(kiwi_json_writer *w, const kiwi_err *e)
+{
+	if (!e) {
+		kiwi_jw_null(w);
+		return;
+	}
+	char text[1024];
+	kiwi_error_format(e, text, sizeof(text));
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "step");
+	kiwi_jw_string(w, e->step);
+	kiwi_jw_key(w, "errno");
+	kiwi_jw_int(w, e->errnum);
+	kiwi_jw_key(w, "message");
+	kiwi_jw_string(w, text);
+	kiwi_jw_close_object(w);
+}
+
+static void write_started_at(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
+{
+	if (!r->started) {
+		kiwi_jw_null(w);
+		return;
+	}
+	struct tm tm;
+	char date[32], stamp[64];
+	gmtime_r(&r->started_at.tv_sec, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(stamp, sizeof(stamp), "%s.%06dZ", date, (int)(r->started_at.tv_nsec / 1000));
+	kiwi_jw_string(w, stamp);
+}
+
+int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)
+{
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, "verdict", "cannot allocate the verdict");
+	const struct kiwi_sandbox_result *r = v->result;
+
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "version");
+	kiwi_jw_int(w, KIWI_VERDICT_VERSION);
+	kiwi_jw_key(w, "exit_code");
+	kiwi_jw_int(w, v->exit_code);
+	kiwi_jw_key(w, "signal");
+	if (r->signal)
+		kiwi_jw_int(w, r->signal);
+	else
+		kiwi_jw_null(w);
+	kiwi_jw_key(w, "started");
+	kiwi_jw_bool(w, r->started);
+	kiwi_jw_key(w, "started_at");
+	write_started_at(w, r);
+	kiwi_jw_key(w, "wall_ms");
+	kiwi_jw_double(w, us_to_ms(r->wall_ns / 1000));
+	kiwi_jw_key(w, "cpu_user_ms");
+	kiwi_jw_double(w, us_to_ms(r->cpu_user_us));
+	kiwi_jw_key(w, "cpu_sys_ms");
+	kiwi_jw_double(w, us_to_ms(r->cpu_sys_us));
+	kiwi_jw_key(w, "error");
+	write_error(w, v->error);
+	kiwi_jw_close_object(w);
+
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	for (size_t off = 0; off <= len;) {
+		const char *p = off < len ? text + off : "\n";
+		size_t want = off < len ? len - off : 1;
+		ssize_t n = write(fd, p, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return kiwi_error(err, n < 0 ? errno : EIO, "verdict", "cannot write the verdict");
+		off += (size_t)n;
+	}
+	return 0;
+}

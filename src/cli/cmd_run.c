@@ -1,3 +1,236 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-int kiwi_cmd_run(int argc, char **argv);
-int kiwi_cmd_run(int argc, char **argv) { (void)argc; (void)argv; return 125; }
+/* kiwi-run run: one command in a fresh sandbox, then a verdict. */
+#include "cli.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/sandbox.h"
+#include "kiwi/verdict.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum {
+	OPT_ROOTFS = 0x100,
+	OPT_HOSTNAME,
+	OPT_CWD,
+	OPT_ENV,
+	OPT_BIND,
+	OPT_RW_ROOT,
+	OPT_PRESERVE_FD,
+	OPT_VERDICT,
+	OPT_VERDICT_FD,
+	OPT_HELP,
+};
+
+static const struct option run_options[] = {
+	{ "rootfs", required_argument, NULL, OPT_ROOTFS },
+	{ "hostname", required_argument, NULL, OPT_HOSTNAME },
+	{ "cwd", required_argument, NULL, OPT_CWD },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "bind", required_argument, NULL, OPT_BIND },
+	{ "rw-root", no_argument, NULL, OPT_RW_ROOT },
+	{ "preserve-fd", required_argument, NULL, OPT_PRESERVE_FD },
+	{ "verdict", required_argument, NULL, OPT_VERDICT },
+	{ "verdict-fd", required_argument, NULL, OPT_VERDICT_FD },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ 0 },
+};
+
+struct run_args {
+	struct kiwi_sandbox_config cfg;
+	struct kiwi_bind *binds;
+	int *preserve;
+	char **env;          /* NULL-terminated; entries point into argv or are literals */
+	size_t n_env;
+	const char *verdict_path;
+	int verdict_fd;
+};
+
+static void run_usage(void)
+{
+	printf("usage: kiwi-run run --rootfs DIR [OPTIONS] -- CMD [ARG...]\n\n"
+	       "  --rootfs DIR          the root filesystem (required)\n"
+	       "  --hostname NAME       hostname inside (default: kiwi)\n"
+	       "  --cwd DIR             working directory inside (default: /)\n"
+	       "  --env K=V             set a variable (repeatable); nothing else is inherited\n"
+	       "  --bind SRC:DST[:ro]   bind a host path into the sandbox (repeatable)\n"
+	       "  --rw-root             make the root writable (default: read-only)\n"
+	       "  --preserve-fd N       pass fd N through (repeatable)\n"
+	       "  --verdict FILE        write the JSON verdict to FILE\n"
+	       "  --verdict-fd N        write the JSON verdict to fd N\n\n"
+	       "See kiwi-run(1).\n");
+}
+
+static int parse_fd(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > INT_MAX)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_bind(char *spec, struct kiwi_bind *b)
+{
+	char *colon = strchr(spec, ':');
+	if (!colon || colon == spec || !colon[1])
+		return -1;
+	*colon = '\0';
+	b->source = spec;
+	b->dest = colon + 1;
+	b->read_only = false;
+	char *mode = strrchr(colon + 1, ':');
+	if (mode && (!strcmp(mode, ":ro") || !strcmp(mode, ":rw"))) {
+		b->read_only = !strcmp(mode, ":ro");
+		*mode = '\0';
+	}
+	return b->dest[0] == '/' ? 0 : -1;
+}
+
+/* The environment is built, never copied: PATH and HOME, then --env in
+ * order, a later K= replacing an earlier one. */
+static int add_env(struct run_args *a, char *kv)
+{
+	char *eq = strchr(kv, '=');
+	if (!eq || eq == kv)
+		return -1;
+	size_t klen = (size_t)(eq - kv) + 1;
+	for (size_t i = 0; i < a->n_env; i++)
+		if (!strncmp(a->env[i], kv, klen)) {
+			a->env[i] = kv;
+			return 0;
+		}
+	a->env[a->n_env++] = kv;
+	return 0;
+}
+
+static int parse_run_args(int argc, char **argv, struct run_args *a)
+{
+	a->cfg.hostname = "kiwi";
+	a->cfg.cwd = "/";
+	a->verdict_fd = -1;
+	a->env[a->n_env++] = (char *)"PATH=" DEFAULT_PATH;
+	a->env[a->n_env++] = (char *)"HOME=/root";
+
+	opterr = 0;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+", run_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_ROOTFS: a->cfg.rootfs = optarg; break;
+		case OPT_HOSTNAME: a->cfg.hostname = optarg; break;
+		case OPT_CWD: a->cfg.cwd = optarg; break;
+		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
+		case OPT_VERDICT: a->verdict_path = optarg; break;
+		case OPT_ENV:
+			if (add_env(a, optarg) < 0)
+				return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", optarg);
+			break;
+		case OPT_BIND:
+			if (parse_bind(optarg, &a->binds[a->cfg.n_binds]) < 0)
+				return kiwi_cli_usage_error("run", "--bind wants SRC:/DST[:ro], got `%s`", optarg);
+			a->cfg.n_binds++;
+			break;
+		case OPT_PRESERVE_FD:
+			if (parse_fd(optarg, &a->preserve[a->cfg.n_preserve_fds]) < 0 ||
+			    a->preserve[a->cfg.n_preserve_fds] < 3)
+				return kiwi_cli_usage_error("run", "--preserve-fd wants a number >= 3, got `%s`", optarg);
+			a->cfg.n_preserve_fds++;
+			break;
+		case OPT_VERDICT_FD:
+			if (parse_fd(optarg, &a->verdict_fd) < 0 || fcntl(a->verdict_fd, F_GETFD) < 0)
+				return kiwi_cli_usage_error("run", "--verdict-fd `%s` is not an open fd", optarg);
+			break;
+		case OPT_HELP:
+			run_usage();
+			return -2;
+		case '?':
+		default:
+			if (optopt)
+				return kiwi_cli_usage_error("run", "option `%s` is missing its value or unknown",
+							    argv[optind - 1]);
+			return kiwi_cli_usage_error("run", "unknown option `%s`", argv[optind - 1]);
+		}
+	}
+	if (!a->cfg.rootfs)
+		return kiwi_cli_usage_error("run", "--rootfs is required");
+	if (optind >= argc)
+		return kiwi_cli_usage_error("run", "no command given (put it after `--`)");
+	if (a->verdict_path && a->verdict_fd >= 0)
+		return kiwi_cli_usage_error("run", "--verdict and --verdict-fd exclude each other");
+	for (size_t i = 0; i < a->cfg.n_preserve_fds; i++)
+		if (a->preserve[i] == a->verdict_fd)
+			return kiwi_cli_usage_error("run", "fd %d cannot be both the verdict and preserved",
+						    a->verdict_fd);
+	a->cfg.argv = argv + optind;
+	a->cfg.envp = a->env;
+	a->cfg.binds = a->binds;
+	a->cfg.preserve_fds = a->preserve;
+	return 0;
+}
+
+/* The verdict destination is opened before anything else happens, so a
+ * path that cannot be written fails the run up front. */
+static int open_verdict(struct run_args *a, kiwi_err *err)
+{
+	if (a->verdict_fd >= 0) {
+		/* Ours alone: it must not slip into the sandbox. */
+		if (fcntl(a->verdict_fd, F_SETFD, FD_CLOEXEC) < 0)
+			return kiwi_error(err, errno, "verdict", "cannot use fd %d", a->verdict_fd);
+		return a->verdict_fd;
+	}
+	if (!a->verdict_path)
+		return -1;
+	int fd = open(a->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0)
+		return kiwi_error(err, errno, "verdict", "cannot write verdict `%s`", a->verdict_path);
+	return fd;
+}
+
+int kiwi_cmd_run(int argc, char **argv)
+{
+	size_t slots = (size_t)argc + 1;
+	_cleanup_free_ struct kiwi_bind *binds = calloc(slots, sizeof(*binds));
+	_cleanup_free_ int *preserve = calloc(slots, sizeof(*preserve));
+	_cleanup_free_ char **env = calloc(slots + 2, sizeof(*env));
+	if (!binds || !preserve || !env)
+		return KIWI_EXIT_FAILED;
+	struct run_args a = { .binds = binds, .preserve = preserve, .env = env };
+	int r = parse_run_args(argc, argv, &a);
+	if (r == -2)
+		return 0;
+	if (r != 0)
+		return KIWI_EXIT_FAILED;
+
+	kiwi_err err = { 0 };
+	_cleanup_close_ int vfd = open_verdict(&a, &err);
+	if (vfd < 0 && err.step[0]) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+
+	struct kiwi_sandbox_result res;
+	bool failed = kiwi_sandbox_run(&a.cfg, &res, &err) < 0;
+	int status = kiwi_sandbox_exit_status(&res, &err, failed);
+	if (failed)
+		kiwi_cli_print_error(&err);
+	if (vfd >= 0) {
+		struct kiwi_verdict v = { .result = &res, .error = failed ? &err : NULL, .exit_code = status };
+		kiwi_err verr = { 0 };
+		if (kiwi_verdict_write(vfd, &v, &verr) < 0) {
+			kiwi_cli_print_error(&verr);
+			return KIWI_EXIT_FAILED;
+		}
+	}
+	if (a.verdict_fd >= 0)
+		TAKE_FD(vfd);  /* the caller's fd: leave it open */
+	return status;
+}

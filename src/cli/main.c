@@ -1,2 +1,64 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-int main(void) { return 0; }
+/* kiwi-run: a thin front end. Each subcommand lives in cmd_<verb>.c and is
+ * dispatched from the table below. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "run", kiwi_cmd_run, "run a command in a fresh sandbox" },
+};
+
+void kiwi_cli_print_error(const kiwi_err *err)
+{
+	char text[1024];
+	kiwi_error_format(err, text, sizeof(text));
+	fprintf(stderr, "kiwi-run: %s\n", text);
+}
+
+int kiwi_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "kiwi-run: %s: %s (see `kiwi-run %s --help`)\n", cmd, text, cmd);
+	return KIWI_EXIT_FAILED;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: kiwi-run COMMAND [OPTIONS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\n  --version  print the version\n  --help     print this help\n"
+		     "\nSee kiwi-run(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return KIWI_EXIT_FAILED;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("kiwi-run %s\n", KIWI_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "kiwi-run: unknown command `%s` (see `kiwi-run --help`)\n", argv[1]);
+	return KIWI_EXIT_FAILED;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What to run and what happened: the contract between a CLI front end and
+ * the launcher. kiwi_sandbox_run() holds the whole launch sequence. */
+#ifndef KIWI_SANDBOX_H
+#define KIWI_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "kiwi/err.h"
+
+struct kiwi_bind {
+	const char *source;       /* host path */
+	const char *dest;         /* path inside the rootfs */
+	bool read_only;
+};
+
+struct kiwi_sandbox_config {
+	const char *rootfs;
+	const char *hostname;     /* default "kiwi" */
+	const char *cwd;          /* inside the sandbox; default "/" */
+	char *const *argv;        /* the command, NULL-terminated */
+	char *const *envp;        /* the complete environment, NULL-terminated */
+	const struct kiwi_bind *binds;
+	size_t n_binds;
+	const int *preserve_fds;  /* kept open (without CLOEXEC) across exec */
+	size_t n_preserve_fds;
+	bool rw_root;
+};
+
+struct kiwi_sandbox_result {
+	bool started;             /* the command was exec'd */
+	int exit_code;            /* the command's code, or -1 */
+	int signal;               /* the signal that killed it, or 0 */
+	struct timespec started_at;    /* CLOCK_REALTIME at exec */
+	uint64_t wall_ns;         /* exec to exit */
+	uint64_t cpu_user_us;
+	uint64_t cpu_sys_us;
+};
+
+/* Runs the command to completion. Returns 0 once it ran (whatever its
+ * status), -1 with err set when the sandbox could not be built or the
+ * command could not be executed (err->step "exec"). */
+int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg,
+		     struct kiwi_sandbox_result *res, kiwi_err *err);
+
+/* The exit status kiwi-run reports for a run: the command's own code,
+ * 128+N for signal N, 126/127 for exec failures, 125 for our own. */
+int kiwi_sandbox_exit_status(const struct kiwi_sandbox_result *res, const kiwi_err *err, bool failed);
+
+#endif

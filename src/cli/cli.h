@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef KIWI_CLI_H
+#define KIWI_CLI_H
+
+#include "kiwi/err.h"
+
+/* Exit statuses kiwi-run itself uses (the podman/docker convention). */
+#define KIWI_EXIT_FAILED 125
+#define KIWI_EXIT_CANNOT_EXEC 126
+#define KIWI_EXIT_NOT_FOUND 127
+
+/* One subcommand: argv[0] is its name. Returns the process exit status. */
+int kiwi_cmd_run(int argc, char **argv);
+
+/* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
+void kiwi_cli_print_error(const kiwi_err *err);
+/* Prints a usage error for a subcommand and returns KIWI_EXIT_FAILED. */
+int kiwi_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

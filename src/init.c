@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "init.h"
+#include "sync.h"
+#include "kiwi/caps.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Closes every fd except 0-2, the preserved ones and keep (which is
+ * close-on-exec and carries an exec failure back). Allocation-free. */
+static int close_fds_except(const int *preserve, size_t n, int keep, kiwi_err *err)
+{
+	unsigned lo = 3;
+	for (;;) {
+		unsigned next = ~0U;  /* smallest fd to keep that is >= lo */
+		for (size_t i = 0; i <= n; i++) {
+			int fd = i < n ? preserve[i] : keep;
+			if (fd >= (int)lo && (unsigned)fd < next)
+				next = (unsigned)fd;
+		}
+		if (next > lo && syscall(SYS_close_range, lo, next - 1, 0) < 0)
+			return kiwi_error(err, errno, "fds", "cannot close inherited file descriptors");
+		if (next == ~0U)
+			break;
+		lo = next + 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (fcntl(preserve[i], F_SETFD, 0) < 0)
+			return kiwi_error(err, errno, "fds", "cannot pass fd %d", preserve[i]);
+	return 0;
+}
+
+/* The command's process, between fork and exec: from here on everything it
+ * does is what the command could do itself, so privileges go before its
+ * working directory is entered and before its program is even looked up. */
+_Noreturn static void exec_command(const struct kiwi_sandbox_config *cfg, int errfd)
+{
+	kiwi_err err = { 0 };
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* A session of its own: no controlling terminal to push input into. */
+	setsid();
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, errfd, &err) < 0 ||
+	    kiwi_caps_drop_all(&err) < 0)
+		goto fail;
+	if (chdir(cfg->cwd) < 0) {
+		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
+		goto fail;
+	}
+	environ = (char **)cfg->envp;
+	execvp(cfg->argv[0], cfg->argv);
+	kiwi_error(&err, errno, "exec", "cannot execute `%s`", cfg->argv[0]);
+fail:
+	(void)!write(errfd, &err, sizeof(err));
+	_exit(127);
+}
+
+/* Forks the command and waits until its exec succeeded or failed: a
+ * close-on-exec pipe stays silent on success and carries the error
+ * otherwise. */
+static pid_t start_command(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return kiwi_error(err, errno, "exec", "cannot create a pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return kiwi_error(err, errno, "exec", "cannot fork the command");
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		exec_command(cfg, pipefd[1]);
+	}
+	close(pipefd[1]);
+	kiwi_err child_err;
+	ssize_t n;
+	do
+		n = read(pipefd[0], &child_err, sizeof(child_err));
+	while (n < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (n == 0)
+		return pid;
+	if (n == (ssize_t)sizeof(child_err))
+		*err = child_err;
+	else
+		kiwi_error(err, EPROTO, "exec", "lost the command's start-up report");
+	return -1;
+}
+
+static void report_exit(int sock, int status)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_CHILDREN, &ru);
+	struct kiwi_sync_msg m = {
+		.type = KIWI_SYNC_EXIT,
+		.value = status,
+		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
+		.utime_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec,
+		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
+	};
+	kiwi_sync_send(sock, &m);
+}
+
+/* Pid 1's job once the command runs: reap every orphan, pass signals on,
+ * and leave as soon as the command is gone. Leaving ends the pid
+ * namespace, and the kernel kills whatever the command left behind. */
+_Noreturn static void supervise(int sock, pid_t cmd)
+{
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		_exit(1);
+	struct pollfd pfd[2] = { { .fd = sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	for (;;) {
+		int status;
+		pid_t p;
+		while ((p = waitpid(-1, &status, WNOHANG)) > 0)
+			if (p == cmd) {
+				report_exit(sock, status);
+				_exit(0);
+			}
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) > 0)
+				;
+		}
+		if (pfd[0].revents) {
+			struct kiwi_sync_msg m;
+			int r = kiwi_sync_recv(sock, &m, MSG_DONTWAIT);
+			if (r == 0 || (r < 0 && errno != EAGAIN))
+				_exit(1);  /* the parent is gone: take the sandbox down */
+			if (r > 0 && m.type == KIWI_SYNC_SIGNAL)
+				kill(cmd, m.value);
+		}
+	}
+}
+
+_Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
+{
+	kiwi_err err = { 0 };
+	struct kiwi_sync_msg m = { 0 };
+
+	/* If kiwi-run dies, so does the sandbox. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* SIGCHLD stays blocked for the signalfd; the forwarded signals were
+	 * blocked by the parent before clone and stay so here. */
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+
+	/* #1: wait for the parent to write our uid and gid maps. */
+	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
+		_exit(1);
+
+	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0) {
+		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
+		goto fail;
+	}
+	if (kiwi_mount_rootfs(cfg, &err) < 0)
+		goto fail;
+
+	/* #2: start the command and tell the parent how that went. */
+	pid_t cmd = start_command(cfg, &err);
+	if (cmd < 0)
+		goto fail;
+	m = (struct kiwi_sync_msg){
+		.type = KIWI_SYNC_EXEC_OK,
+		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
+		.real_ns = kiwi_clock_ns(CLOCK_REALTIME),
+	};
+	kiwi_sync_send(sock, &m);
+
+	/* Pid 1 keeps nothing the command could borrow: no capabilities, and
+	 * not dumpable, so /proc/1 (its fds, its exe) is closed to ptrace
+	 * access checks from inside the sandbox. */
+	if (kiwi_caps_drop_all(&err) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0) {
+		kill(cmd, SIGKILL);
+		goto fail;
+	}
+	supervise(sock, cmd);
+
+fail:
+	m = (struct kiwi_sync_msg){ .type = KIWI_SYNC_ERROR, .err = err };
+	kiwi_sync_send(sock, &m);
+	_exit(1);
+}

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef KIWI_INIT_H
+#define KIWI_INIT_H
+
+#include "kiwi/sandbox.h"
+
+/* The child side of clone3: pid 1 of the sandbox. Builds the sandbox,
+ * starts the command as its only child, then reaps, forwards signals and
+ * reports the command's end to the parent over sock. Never returns. */
+_Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock);
+
+#endif

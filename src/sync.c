@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "sync.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <time.h>
+
+int kiwi_sync_send(int sock, const struct kiwi_sync_msg *m)
+{
+	ssize_t n;
+	do
+		n = send(sock, m, sizeof(*m), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(*m) ? 0 : -1;
+}
+
+int kiwi_sync_recv(int sock, struct kiwi_sync_msg *m, int flags)
+{
+	ssize_t n;
+	do
+		n = recv(sock, m, sizeof(*m), flags);
+	while (n < 0 && errno == EINTR);
+	if (n == 0 || (n < 0 && errno == ECONNRESET))
+		return 0;
+	if (n != (ssize_t)sizeof(*m)) {
+		if (n >= 0)
+			errno = EPROTO;
+		return -1;
+	}
+	m->err.step[sizeof(m->err.step) - 1] = '\0';
+	m->err.msg[sizeof(m->err.msg) - 1] = '\0';
+	return 1;
+}
+
+int64_t kiwi_clock_ns(int clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parent <-> init messages over one SOCK_SEQPACKET socketpair: each
+ * message is one fixed-size packet, so a half-read is impossible. The
+ * numbered steps (#1...) are mirrored in sandbox.c and init.c. */
+#ifndef KIWI_SYNC_H
+#define KIWI_SYNC_H
+
+#include <stdint.h>
+
+#include "kiwi/err.h"
+
+enum kiwi_sync_type {
+	KIWI_SYNC_MAPS_DONE = 1,  /* parent -> init  #1: id maps written */
+	KIWI_SYNC_EXEC_OK,        /* init -> parent  #2: the command was exec'd */
+	KIWI_SYNC_ERROR,          /* init -> parent  #2: setup or exec failed */
+	KIWI_SYNC_SIGNAL,         /* parent -> init  forward value as a signal */
+	KIWI_SYNC_EXIT,           /* init -> parent  #3: the command ended */
+};
+
+struct kiwi_sync_msg {
+	uint32_t type;
+	int32_t value;            /* SIGNAL: signo; EXIT: wait status */
+	int64_t mono_ns;          /* EXEC_OK, EXIT: CLOCK_MONOTONIC */
+	int64_t real_ns;          /* EXEC_OK: CLOCK_REALTIME */
+	uint64_t utime_us;        /* EXIT: all reaped processes of the sandbox */
+	uint64_t stime_us;
+	kiwi_err err;             /* ERROR */
+};
+
+int kiwi_sync_send(int sock, const struct kiwi_sync_msg *m);
+/* Returns 1 with a message, 0 on EOF (the other side is gone), -1 on error. */
+int kiwi_sync_recv(int sock, struct kiwi_sync_msg *m, int flags);
+int64_t kiwi_clock_ns(int clock);
+
+#endif
