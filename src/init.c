@@ -4,6 +4,7 @@
 #include "kiwi/caps.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
+#include "kiwi/net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -179,7 +180,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
 		goto fail;
 	}
-	if (kiwi_mount_rootfs(cfg, &err) < 0)
+	if (kiwi_net_loopback_up(&err) < 0 || kiwi_mount_rootfs(cfg, &err) < 0)
 		goto fail;
 
 	/* #2: start the command and tell the parent how that went. */

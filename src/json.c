@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <yajl/yajl_gen.h>
@@ -224,6 +225,16 @@ void kiwi_jw_null(kiwi_json_writer *w) { yajl_gen_null(w->g); }
 void kiwi_jw_bool(kiwi_json_writer *w, bool v) { yajl_gen_bool(w->g, v); }
 void kiwi_jw_int(kiwi_json_writer *w, long long v) { yajl_gen_integer(w->g, v); }
 void kiwi_jw_double(kiwi_json_writer *w, double v) { yajl_gen_double(w->g, v); }
+
+void kiwi_jw_fixed(kiwi_json_writer *w, double v, int decimals)
+{
+	char num[64];
+	int n = snprintf(num, sizeof(num), "%.*f", decimals, v);
+	if (n <= 0 || n >= (int)sizeof(num) || v != v)
+		yajl_gen_null(w->g);
+	else
+		yajl_gen_number(w->g, num, (size_t)n);
+}
 
 void kiwi_jw_key(kiwi_json_writer *w, const char *key)
 {

@@ -119,6 +119,9 @@ static int bind_host_node(int devfd, const char *name, kiwi_err *err)
 	_cleanup_close_ int tree = open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return kiwi_error(err, errno, "mount", "cannot clone the host's `%s`", host);
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot restrict the host's `%s`", host);
 	return attach(tree, devfd, name, host, err);
 }
 

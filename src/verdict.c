@@ -68,11 +68,11 @@ int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)
 	kiwi_jw_key(w, "started_at");
 	write_started_at(w, r);
 	kiwi_jw_key(w, "wall_ms");
-	kiwi_jw_double(w, us_to_ms(r->wall_ns / 1000));
+	kiwi_jw_fixed(w, us_to_ms(r->wall_ns / 1000), 3);
 	kiwi_jw_key(w, "cpu_user_ms");
-	kiwi_jw_double(w, us_to_ms(r->cpu_user_us));
+	kiwi_jw_fixed(w, us_to_ms(r->cpu_user_us), 3);
 	kiwi_jw_key(w, "cpu_sys_ms");
-	kiwi_jw_double(w, us_to_ms(r->cpu_sys_us));
+	kiwi_jw_fixed(w, us_to_ms(r->cpu_sys_us), 3);
 	kiwi_jw_key(w, "error");
 	write_error(w, v->error);
 	kiwi_jw_close_object(w);

@@ -59,6 +59,8 @@ void kiwi_jw_key(kiwi_json_writer *w, const char *key);
 void kiwi_jw_string(kiwi_json_writer *w, const char *s);   /* NULL writes null */
 void kiwi_jw_int(kiwi_json_writer *w, long long v);
 void kiwi_jw_double(kiwi_json_writer *w, double v);
+/* A number with a fixed count of decimals: 1.233, not 1.2330000000000000959. */
+void kiwi_jw_fixed(kiwi_json_writer *w, double v, int decimals);
 void kiwi_jw_bool(kiwi_json_writer *w, bool v);
 void kiwi_jw_null(kiwi_json_writer *w);
 /* The text so far; valid until the next call on w. */
