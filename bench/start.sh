@@ -65,7 +65,8 @@ cc -O2 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$work/startbench" "$he
 # net, uts, ipc and cgroup namespaces; no capabilities; no_new_privs;
 # hostname kiwi; fresh /proc; tmpfs /dev (crun binds null, zero, full, tty,
 # random, urandom into it), devpts newinstance, /dev/shm and /tmp tmpfs;
-# no /sys; no seccomp; no linux.resources, so no cgroup is created or written.
+# /sys read-only (kiwi-run mounts it so); no seccomp; no linux.resources, so
+# no cgroup is created or written.
 mkdir -p "$work/bundle" "$work/crun-state"
 cat > "$work/bundle/config.json" <<EOF
 {
@@ -86,7 +87,8 @@ cat > "$work/bundle/config.json" <<EOF
     {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
     {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
     {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-    {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}
+    {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
+    {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}
   ],
   "linux": {
     "uidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
