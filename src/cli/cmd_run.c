@@ -182,8 +182,9 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 static int open_verdict(struct run_args *a, kiwi_err *err)
 {
 	if (a->verdict_fd >= 0) {
-		/* Ours alone: it must not slip into the sandbox. */
-		if (fcntl(a->verdict_fd, F_SETFD, FD_CLOEXEC) < 0)
+		/* Ours alone: it must not slip into the sandbox. Stdio (0-2) is
+		 * shared with the command on purpose, and stays so. */
+		if (a->verdict_fd > 2 && fcntl(a->verdict_fd, F_SETFD, FD_CLOEXEC) < 0)
 			return kiwi_error(err, errno, "verdict", "cannot use fd %d", a->verdict_fd);
 		return a->verdict_fd;
 	}
