@@ -1,0 +1,790 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-probe: a small static program the integration tests run *inside* a
+ * sandbox (the role crun's tests/init.c plays). Each subcommand looks at one
+ * property of the sandbox from the inside and prints it, mostly as one JSON
+ * value on stdout, so the tests can assert on what the kernel really shows
+ * rather than on what kiwi-run says it did.
+ *
+ * Linked statically: the busybox rootfs has no libc. Exit status 0 means the
+ * probe ran (the JSON says what it found); 2 is a usage error; 3 a failure of
+ * the probe itself (a message on stderr). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define PROBE_FAIL 3
+#define PROBE_USAGE 2
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "kiwi-probe: %s: %s\n", what, strerror(errno));
+	return PROBE_FAIL;
+}
+
+/* ---- JSON output: strings are escaped byte by byte, nothing else needed. */
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+/* Prints `"key": ` with a leading comma for every key but the first. */
+static void json_key(const char *key, bool *first)
+{
+	if (!*first)
+		fputs(", ", stdout);
+	*first = false;
+	json_str(key);
+	fputs(": ", stdout);
+}
+
+static void json_errno_result(bool ok, int errnum)
+{
+	printf("{\"ok\": %s, \"errno\": %d, \"error\": ", ok ? "true" : "false", ok ? 0 : errnum);
+	json_str(ok ? "" : strerror(errnum));
+	puts("}");
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- directory listings ------------------------------------------------ */
+
+typedef bool (*name_filter)(const char *name);
+
+static bool is_numeric(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+static bool not_dot(const char *name)
+{
+	return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/* Prints the names in DIR as a JSON array, numbers unquoted when `numeric`.
+ * `skip_fd` is left out (the fd of the listing itself, for /proc/self/fd). */
+static int list_dir(const char *path, name_filter keep, bool numeric, int skip_fd)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return fail(path);
+	int own = dirfd(d);
+	bool first = true;
+	putchar('[');
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!keep(e->d_name))
+			continue;
+		if (skip_fd >= 0 && atoi(e->d_name) == own)
+			continue;
+		fputs(first ? "" : ", ", stdout);
+		first = false;
+		if (numeric)
+			fputs(e->d_name, stdout);
+		else
+			json_str(e->d_name);
+	}
+	puts("]");
+	closedir(d);
+	return 0;
+}
+
+static int cmd_fds(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return list_dir("/proc/self/fd", is_numeric, true, 1);
+}
+
+static int cmd_pids(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return list_dir("/proc", is_numeric, true, -1);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	return list_dir(argv[0], not_dot, false, -1);
+}
+
+/* ---- process state ----------------------------------------------------- */
+
+/* The /proc/self/status fields the tests assert on, plus who we are. */
+static int cmd_status(int argc, char **argv)
+{
+	static const char *const wanted[] = {
+		"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+		"NoNewPrivs", "Seccomp", "Uid", "Gid", "Groups", "NSpid",
+	};
+	(void)argc, (void)argv;
+	FILE *f = fopen("/proc/self/status", "re");
+	if (!f)
+		return fail("/proc/self/status");
+	bool first = true;
+	putchar('{');
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		*colon = '\0';
+		for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+			if (strcmp(line, wanted[i]) != 0)
+				continue;
+			char *v = colon + 1;
+			v += strspn(v, " \t");
+			v[strcspn(v, "\n")] = '\0';
+			json_key(line, &first);
+			json_str(v);
+		}
+	}
+	fclose(f);
+	json_key("pid", &first);
+	printf("%d", (int)getpid());
+	json_key("ppid", &first);
+	printf("%d", (int)getppid());
+	json_key("sid", &first);
+	printf("%d", (int)getsid(0));
+	json_key("euid", &first);
+	printf("%d", (int)geteuid());
+	json_key("egid", &first);
+	printf("%d", (int)getegid());
+	json_key("dumpable", &first);
+	printf("%d", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+	puts("}");
+	return 0;
+}
+
+static int cmd_env(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	putchar('[');
+	for (char **e = environ; *e; e++) {
+		fputs(e == environ ? "" : ", ", stdout);
+		json_str(*e);
+	}
+	puts("]");
+	return 0;
+}
+
+static int cmd_cat_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return fail(path);
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		fwrite(buf, 1, n, stdout);
+	fclose(f);
+	return 0;
+}
+
+static int cmd_mounts(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return cmd_cat_file("/proc/self/mountinfo");
+}
+
+static int cmd_hostname(int argc, char **argv)
+{
+	struct utsname u;
+	(void)argc, (void)argv;
+	if (uname(&u) < 0)
+		return fail("uname");
+	puts(u.nodename);
+	return 0;
+}
+
+static int cmd_cwd(int argc, char **argv)
+{
+	char buf[4096];
+	(void)argc, (void)argv;
+	if (!getcwd(buf, sizeof buf))
+		return fail("getcwd");
+	puts(buf);
+	return 0;
+}
+
+/* Interfaces from /proc/net/dev, each with its IFF_UP / IFF_RUNNING flags
+ * read through SIOCGIFFLAGS: {"lo": {"up": true, "running": true}}. */
+static int cmd_netdevs(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	FILE *f = fopen("/proc/net/dev", "re");
+	if (!f)
+		return fail("/proc/net/dev");
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		fclose(f);
+		return fail("socket");
+	}
+	char line[512];
+	bool first = true;
+	putchar('{');
+	while (fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue; /* the two header lines */
+		*colon = '\0';
+		char *name = line + strspn(line, " ");
+		struct ifreq ifr = {0};
+		snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+		int flags = ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ? 0 : ifr.ifr_flags;
+		json_key(name, &first);
+		printf("{\"up\": %s, \"running\": %s}", (flags & IFF_UP) ? "true" : "false",
+		       (flags & IFF_RUNNING) ? "true" : "false");
+	}
+	puts("}");
+	close(s);
+	fclose(f);
+	return 0;
+}
+
+/* A TCP round trip over 127.0.0.1: lo is not only present but up. */
+static int cmd_loopback(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof addr;
+	int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char buf[8] = "";
+	int acc = -1;
+	bool ok = srv >= 0 && cli >= 0 && bind(srv, (struct sockaddr *)&addr, len) == 0 &&
+		  listen(srv, 1) == 0 && getsockname(srv, (struct sockaddr *)&addr, &len) == 0 &&
+		  connect(cli, (struct sockaddr *)&addr, len) == 0 &&
+		  (acc = accept4(srv, NULL, NULL, SOCK_CLOEXEC)) >= 0 && write(cli, "ping", 4) == 4 &&
+		  read(acc, buf, sizeof buf - 1) == 4 && strcmp(buf, "ping") == 0;
+	json_errno_result(ok, errno);
+	return 0;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Tries to create and write PATH; reports the errno instead of failing. */
+static int cmd_write(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	const char *data = argc > 1 ? argv[1] : "kiwi-probe\n";
+	int fd = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		json_errno_result(false, errno);
+		return 0;
+	}
+	ssize_t n = write(fd, data, strlen(data));
+	int err = errno;
+	if (close(fd) < 0 && n >= 0) {
+		n = -1;
+		err = errno;
+	}
+	json_errno_result(n == (ssize_t)strlen(data), err);
+	return 0;
+}
+
+/* Opens PATH for writing and closes it again without writing a byte: safe
+ * to aim at files whose writes act on the host (/proc/sysrq-trigger). */
+static int cmd_open_w(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	int fd = open(argv[0], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	json_errno_result(fd >= 0, errno);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+/* Reads up to N bytes from PATH (default 16); reports how many came. */
+static int cmd_read(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	long want = argc > 1 ? atol(argv[1]) : 16;
+	char buf[4096];
+	if (want < 0 || want > (long)sizeof buf)
+		return PROBE_USAGE;
+	int fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		json_errno_result(false, errno);
+		return 0;
+	}
+	ssize_t n = read(fd, buf, (size_t)want);
+	int err = errno;
+	close(fd);
+	printf("{\"ok\": %s, \"errno\": %d, \"bytes\": %zd}\n", n >= 0 ? "true" : "false",
+	       n >= 0 ? 0 : err, n);
+	return 0;
+}
+
+static const char *file_type(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFREG: return "file";
+	case S_IFDIR: return "dir";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "char";
+	case S_IFBLK: return "block";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	default: return "unknown";
+	}
+}
+
+/* lstat(PATH): {"exists", "type", "mode", "major", "minor", "uid", "gid",
+ * "target" (symlinks)}. */
+static int cmd_stat(int argc, char **argv)
+{
+	struct stat st;
+	if (argc < 1)
+		return PROBE_USAGE;
+	if (lstat(argv[0], &st) < 0) {
+		printf("{\"exists\": false, \"errno\": %d}\n", errno);
+		return 0;
+	}
+	printf("{\"exists\": true, \"type\": \"%s\", \"mode\": %u, \"major\": %u, "
+	       "\"minor\": %u, \"uid\": %u, \"gid\": %u",
+	       file_type(st.st_mode), (unsigned)(st.st_mode & 07777), major(st.st_rdev),
+	       minor(st.st_rdev), (unsigned)st.st_uid, (unsigned)st.st_gid);
+	if (S_ISLNK(st.st_mode)) {
+		char target[4096];
+		ssize_t n = readlink(argv[0], target, sizeof target - 1);
+		target[n < 0 ? 0 : n] = '\0';
+		fputs(", \"target\": ", stdout);
+		json_str(target);
+	}
+	puts("}");
+	return 0;
+}
+
+/* Writes TEXT to an inherited fd N: proves a preserved fd is the caller's. */
+static int cmd_write_fd(int argc, char **argv)
+{
+	if (argc < 2)
+		return PROBE_USAGE;
+	ssize_t n = write(atoi(argv[0]), argv[1], strlen(argv[1]));
+	json_errno_result(n == (ssize_t)strlen(argv[1]), errno);
+	return 0;
+}
+
+/* A new devpts instance numbers its first pty 0: a bind of the host's
+ * /dev/pts would usually hand out another number and shows the host's ptys. */
+static int cmd_pty(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	int fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		json_errno_result(false, errno);
+		return 0;
+	}
+	if (grantpt(fd) < 0 || unlockpt(fd) < 0)
+		return fail("grantpt");
+	const char *name = ptsname(fd);
+	fputs("{\"ok\": true, \"ptsname\": ", stdout);
+	json_str(name ? name : "");
+	puts("}");
+	close(fd);
+	return 0;
+}
+
+/* ---- processes and signals --------------------------------------------- */
+
+static int cmd_exit(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	fflush(stdout);
+	_exit(atoi(argv[0]));
+}
+
+static int parse_signal(const char *s)
+{
+	static const struct { const char *name; int sig; } names[] = {
+		{"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+		{"SEGV", SIGSEGV}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
+		{"USR2", SIGUSR2}, {"ABRT", SIGABRT},
+	};
+	if (isdigit((unsigned char)*s))
+		return atoi(s);
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(s, names[i].name) == 0)
+			return names[i].sig;
+	return -1;
+}
+
+/* Kills itself with SIG at default disposition. As pid 2 (not the pid
+ * namespace's init) even SIGTERM and SIGKILL must take effect. */
+static int cmd_kill_self(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	int sig = parse_signal(argv[0]);
+	if (sig <= 0)
+		return PROBE_USAGE;
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	fflush(stdout);
+	kill(getpid(), sig);
+	sleep_ms(2000);
+	fprintf(stderr, "kiwi-probe: still alive after signal %d\n", sig);
+	return PROBE_FAIL;
+}
+
+static int cmd_sleep(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	sleep_ms((long)(atof(argv[0]) * 1000));
+	return 0;
+}
+
+/* Burns user CPU for MS milliseconds (of CPU time, not wall time). */
+static int cmd_spin(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	long ms = atol(argv[0]);
+	volatile unsigned long sink = 0;
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+		if (ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= ms)
+			break;
+		for (int i = 0; i < 100000; i++)
+			sink += (unsigned long)i;
+	}
+	return 0;
+}
+
+/* Blocks the signals kiwi-run forwards, says "ready", then waits for one and
+ * prints {"signal": N}. Exit 4 when none came within TIMEOUT seconds. */
+static int cmd_wait_signal(int argc, char **argv)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+	long timeout = argc > 0 ? atol(argv[0]) : 20;
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&set, sigs[i]);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return fail("sigprocmask");
+	puts("ready");
+	fflush(stdout);
+	struct timespec ts = {timeout, 0};
+	siginfo_t si;
+	int sig;
+	while ((sig = sigtimedwait(&set, &si, &ts)) < 0 && errno == EINTR)
+		;
+	if (sig < 0)
+		return 4;
+	printf("{\"signal\": %d, \"from_pid\": %d}\n", sig, (int)si.si_pid);
+	return 0;
+}
+
+/* Rewrites FILE with a growing counter every 20 ms, forever. */
+static void heartbeat_forever(const char *file, int ready_fd)
+{
+	for (unsigned long beat = 1;; beat++) {
+		int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			char buf[64];
+			int n = snprintf(buf, sizeof buf, "%d %lu\n", (int)getpid(), beat);
+			if (write(fd, buf, (size_t)n) < 0) {
+				/* keep beating: a failed beat is visible as a stall */
+			}
+			close(fd);
+		}
+		if (ready_fd >= 0) {
+			if (write(ready_fd, "b", 1) < 0) {
+				/* the parent gone early shows up as no heartbeat */
+			}
+			close(ready_fd);
+			ready_fd = -1;
+		}
+		sleep_ms(20);
+	}
+}
+
+/* Double fork + setsid: the grandchild is a daemon in its own session that
+ * ignores the polite signals and keeps beating. The probe exits 0 only once
+ * the first beat is written, so a test never passes on a daemon that never
+ * ran. Prints {"daemon_pid": N}. */
+static int cmd_daemonize(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return fail("pipe2");
+	pid_t child = fork();
+	if (child < 0)
+		return fail("fork");
+	if (child == 0) {
+		close(p[0]);
+		setsid();
+		pid_t grandchild = fork();
+		if (grandchild != 0)
+			_exit(grandchild < 0 ? 1 : 0);
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		heartbeat_forever(argv[0], p[1]);
+	}
+	close(p[1]);
+	waitpid(child, NULL, 0);
+	char b;
+	if (read(p[0], &b, 1) != 1) {
+		fprintf(stderr, "kiwi-probe: the daemon never beat\n");
+		return PROBE_FAIL;
+	}
+	/* the daemon's pid, as written in its first beat */
+	FILE *f = fopen(argv[0], "re");
+	int pid = -1;
+	if (f) {
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = -1;
+		fclose(f);
+	}
+	printf("{\"daemon_pid\": %d}\n", pid);
+	return 0;
+}
+
+/* Counts zombies in /proc that are not our own children. */
+static int count_foreign_zombies(void)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -1;
+	int zombies = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!is_numeric(e->d_name))
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		char *rp = strrchr(buf, ')');
+		char state;
+		int ppid;
+		if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && state == 'Z' &&
+		    ppid != getpid())
+			zombies++;
+	}
+	closedir(d);
+	return zombies;
+}
+
+/* Makes N orphans that die after being reparented to the sandbox's init;
+ * then reports how many zombies remain unreaped. */
+static int cmd_orphans(int argc, char **argv)
+{
+	int n = argc > 0 ? atoi(argv[0]) : 5;
+	for (int i = 0; i < n; i++) {
+		pid_t c = fork();
+		if (c < 0)
+			return fail("fork");
+		if (c == 0) {
+			if (fork() == 0) {
+				sleep_ms(100);
+				_exit(0);
+			}
+			_exit(0);
+		}
+		waitpid(c, NULL, 0);
+	}
+	int zombies = 0;
+	for (int tries = 0; tries < 20; tries++) { /* up to 1.2 s for init to reap */
+		sleep_ms(tries == 0 ? 300 : 50);
+		zombies = count_foreign_zombies();
+		if (zombies == 0)
+			break;
+	}
+	printf("{\"orphans\": %d, \"zombies\": %d}\n", n, zombies);
+	return 0;
+}
+
+/* ---- escapes ----------------------------------------------------------- */
+
+static void report_open(const char *name, const char *path, bool *first)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int err = errno;
+	json_key(name, first);
+	printf("{\"reached\": %s, \"errno\": %d}", fd >= 0 ? "true" : "false", fd >= 0 ? 0 : err);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The classic chroot break-out: chroot into a subdirectory while keeping the
+ * cwd outside it, walk up, chroot("."). Exits 0 when HOSTPATH was reached.
+ * Inside a pivot_root'ed sandbox with the old root detached, the top is the
+ * sandbox root; after a plain chroot it would be the host's. */
+static int chroot_breakout(const char *hostpath, bool new_userns)
+{
+	if (new_userns && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return 10;
+	mkdir("/tmp/.kiwi-probe-jail", 0700);
+	if (chroot("/tmp/.kiwi-probe-jail") < 0)
+		return 11;
+	for (int i = 0; i < 64; i++)
+		if (chdir("..") < 0)
+			return 12;
+	if (chroot(".") < 0)
+		return 13;
+	return open(hostpath, O_RDONLY | O_CLOEXEC) >= 0 ? 0 : 14;
+}
+
+static void report_breakout(const char *name, const char *hostpath, bool new_userns,
+			    bool *first)
+{
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0)
+		_exit(chroot_breakout(hostpath, new_userns));
+	int st = 0;
+	waitpid(c, &st, 0);
+	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	json_key(name, first);
+	printf("{\"reached\": %s, \"stage\": %d}", code == 0 ? "true" : "false", code);
+}
+
+/* Every way we know to reach the host file HOSTPATH from inside. Prints
+ * {"attempt": {"reached": bool, ...}}; the tests want all false. */
+static int cmd_escape(int argc, char **argv)
+{
+	char path[4096];
+	bool first = true;
+	if (argc < 1)
+		return PROBE_USAGE;
+	const char *host = argv[0];
+	putchar('{');
+	report_open("direct", host, &first);
+	snprintf(path, sizeof path, "/proc/1/root%s", host);
+	report_open("proc_1_root", path, &first);
+	snprintf(path, sizeof path, "/proc/self/root/../../../..%s", host);
+	report_open("proc_self_root_dotdot", path, &first);
+	snprintf(path, sizeof path, "/../../../../..%s", host);
+	report_open("dotdot", path, &first);
+	unlink("/tmp/.kiwi-probe-link");
+	snprintf(path, sizeof path, "/../../../..%s", host);
+	if (symlink(path, "/tmp/.kiwi-probe-link") == 0)
+		report_open("symlink", "/tmp/.kiwi-probe-link", &first);
+	report_breakout("chroot", host, false, &first);
+	report_breakout("userns_chroot", host, true, &first);
+	puts("}");
+	return 0;
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static const struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *usage;
+} subcommands[] = {
+	{"status", cmd_status, "caps, no_new_privs, seccomp, ids as JSON"},
+	{"fds", cmd_fds, "open fds as a JSON array"},
+	{"env", cmd_env, "environ, exactly, as a JSON array"},
+	{"mounts", cmd_mounts, "/proc/self/mountinfo"},
+	{"netdevs", cmd_netdevs, "interfaces and their up flag"},
+	{"loopback", cmd_loopback, "TCP round trip on 127.0.0.1"},
+	{"hostname", cmd_hostname, "the UTS nodename"},
+	{"cwd", cmd_cwd, "the working directory"},
+	{"pids", cmd_pids, "pids visible in /proc"},
+	{"ls", cmd_ls, "DIR: names in DIR"},
+	{"stat", cmd_stat, "PATH: lstat as JSON"},
+	{"write", cmd_write, "PATH [DATA]: try to write, report errno"},
+	{"open-w", cmd_open_w, "PATH: open for writing, write nothing"},
+	{"read", cmd_read, "PATH [N]: try to read N bytes, report errno"},
+	{"write-fd", cmd_write_fd, "N TEXT: write TEXT to fd N"},
+	{"pty", cmd_pty, "open a pty, print its name"},
+	{"exit", cmd_exit, "N: exit with status N"},
+	{"kill-self", cmd_kill_self, "SIG: die by signal SIG"},
+	{"sleep", cmd_sleep, "SECONDS"},
+	{"spin", cmd_spin, "MS: burn MS ms of user CPU"},
+	{"wait-signal", cmd_wait_signal, "[TIMEOUT]: print ready, wait, print the signal"},
+	{"daemonize", cmd_daemonize, "FILE: leave a setsid daemon beating into FILE"},
+	{"orphans", cmd_orphans, "[N]: make N orphans, count unreaped zombies"},
+	{"escape", cmd_escape, "HOSTPATH: try to reach a host file"},
+};
+
+static int usage(FILE *out)
+{
+	fputs("usage: kiwi-probe SUBCOMMAND [ARG...]\n", out);
+	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+		fprintf(out, "  %-12s %s\n", subcommands[i].name, subcommands[i].usage);
+	return PROBE_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage(stderr);
+	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
+		if (strcmp(argv[1], subcommands[i].name) != 0)
+			continue;
+		int rc = subcommands[i].run(argc - 2, argv + 2);
+		if (rc == PROBE_USAGE)
+			usage(stderr);
+		fflush(stdout);
+		return rc;
+	}
+	return usage(stderr);
+}

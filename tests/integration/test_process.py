@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exit statuses, signal forwarding, and the end of every process in the
+sandbox when the command exits."""
+import json
+import signal
+import time
+
+import pytest
+
+from conftest import explain
+
+# -- exit statuses
+
+
+@pytest.mark.parametrize("code", [0, 1, 3, 42, 125, 255])
+def test_exit_code_propagates(kiwi, code):
+    r = kiwi.run(["kiwi-probe", "exit", code])
+    assert r.returncode == code, explain(r)
+
+
+def test_shell_exit_code(kiwi):
+    r = kiwi.sh("exit 7")
+    assert r.returncode == 7, explain(r)
+
+
+@pytest.mark.parametrize("sig", ["KILL", "TERM", "INT", "USR1", "SEGV", "ABRT"])
+def test_killed_by_signal_is_128_plus_n(kiwi, sig):
+    """The command is pid 2, not its namespace's init: its own signals,
+    SIGKILL and SIGTERM included, kill it."""
+    r = kiwi.run(["kiwi-probe", "kill-self", sig])
+    assert r.returncode == 128 + signal.Signals[f"SIG{sig}"], explain(r)
+
+
+def test_shell_killed_by_signal(kiwi):
+    r = kiwi.sh("kill -9 $$")
+    assert r.returncode == 128 + 9, explain(r)
+
+
+@pytest.mark.parametrize("cmd", [["/usr/bin/no-such-program"], ["no-such-program"]])
+def test_not_found_is_127(kiwi, cmd):
+    r = kiwi.run(cmd)
+    assert r.returncode == 127, explain(r)
+
+
+@pytest.mark.parametrize("cmd", [["/etc/passwd"], ["/etc"]])
+def test_not_executable_is_126(kiwi, cmd):
+    r = kiwi.run(cmd)
+    assert r.returncode == 126, explain(r)
+
+
+def test_not_executable_mode_is_126(kiwi):
+    root = kiwi.rootfs_copy()
+    script = root / "usr/local/bin/noexec"
+    script.write_text("#!/bin/sh\necho should not run\n")
+    script.chmod(0o644)
+    kiwi.chown(script)
+    r = kiwi.run(["/usr/local/bin/noexec"], rootfs=root)
+    assert r.returncode == 126, explain(r)
+    assert "should not run" not in r.stdout
+
+
+def test_path_lookup(kiwi):
+    r = kiwi.run(["kiwi-probe", "exit", "0"])
+    assert r.returncode == 0, explain(r)
+    r = kiwi.run(["ls", "/"], opts=["--env", "PATH=/nowhere"])
+    assert r.returncode == 127, f"PATH from --env is not the one searched: {explain(r)}"
+
+
+# -- signals
+
+
+def signal_when_ready(proc, signum, settle=0.0, timeout=15):
+    """Waits for the command's `ready` line, sends SIGNUM to kiwi-run (after
+    SETTLE seconds), and returns (exit status, stdout, stderr, seconds from
+    the signal to the exit). Kills kiwi-run if it outlives TIMEOUT."""
+    try:
+        line = proc.stdout.readline()
+        if line != "ready\n":
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"no ready line (got {line!r}); exit {proc.returncode}\n{out}\n{err}")
+        time.sleep(settle)
+        start = time.monotonic()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+FORWARDED = ["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]
+
+
+@pytest.mark.parametrize("sig", FORWARDED)
+def test_signal_forwarded_to_command(kiwi, sig):
+    signum = signal.Signals[f"SIG{sig}"]
+    proc = kiwi.popen(["kiwi-probe", "wait-signal", "15"])
+    code, out, err, _ = signal_when_ready(proc, signum)
+    assert code == 0, f"exit {code}\n{out}\n{err}"
+    assert json.loads(out)["signal"] == signum, out
+
+
+@pytest.mark.parametrize("sig", ["TERM", "INT", "HUP"])
+def test_forwarded_signal_kills_command_with_default_action(kiwi, sig):
+    signum = signal.Signals[f"SIG{sig}"]
+    proc = kiwi.popen(["/bin/sh", "-c", "echo ready; exec kiwi-probe sleep 30"])
+    # settle: the exec after `ready`, so the signal meets kiwi-probe, not sh
+    code, out, err, took = signal_when_ready(proc, signum, settle=0.1)
+    assert code == 128 + signum, f"exit {code}\n{out}\n{err}"
+    assert took < 5
+
+
+def test_shell_trap_sees_forwarded_signal(kiwi):
+    proc = kiwi.popen(["/bin/sh", "-c",
+                       'trap "echo trapped; exit 42" USR1; echo ready; '
+                       'while :; do sleep 0.05; done'])
+    code, out, err, _ = signal_when_ready(proc, signal.SIGUSR1)
+    assert code == 42, f"exit {code}\n{out}\n{err}"
+    assert out == "trapped\n"
+
+
+# -- every process ends with the command
+
+
+def test_daemonised_grandchild_dies_with_command(kiwi):
+    work = kiwi.workdir()
+    beat = work / "heartbeat"
+    args = ["run", "--rootfs", kiwi.rootfs, "--bind", f"{work}:/workspace", "--",
+            "kiwi-probe", "daemonize", "/workspace/heartbeat"]
+    start = time.monotonic()
+    res = kiwi.leftovers(args)
+    assert res["returncode"] == 0, res
+    assert time.monotonic() - start < 10, "kiwi-run waited for the daemon"
+    assert json.loads(res["stdout"])["daemon_pid"] > 2, res
+    assert beat.exists(), "the daemon never beat: the test proves nothing"
+    first = beat.read_text()
+    time.sleep(0.3)  # 15 beats at 20 ms
+    assert beat.read_text() == first, "the daemon is still beating after kiwi-run exited"
+    assert res["processes"] == [], res["processes"]
+
+
+def test_daemonised_grandchild_dies_without_wrapper(kiwi):
+    """The same, with kiwi-run started directly by the test (whose subreaper
+    check sees any process that escapes the sandbox)."""
+    work = kiwi.workdir()
+    beat = work / "heartbeat"
+    r = kiwi.run(["kiwi-probe", "daemonize", "/workspace/heartbeat"],
+                 opts=["--bind", f"{work}:/workspace"])
+    assert r.returncode == 0, explain(r)
+    first = beat.read_text()
+    time.sleep(0.3)
+    assert beat.read_text() == first, "the daemon is still beating after kiwi-run exited"
+
+
+def test_background_child_does_not_hold_kiwi_run(kiwi):
+    start = time.monotonic()
+    r = kiwi.sh("kiwi-probe sleep 30 & echo started")
+    assert r.returncode == 0 and r.stdout == "started\n", explain(r)
+    assert time.monotonic() - start < 10, "kiwi-run waited for a background child"
+
+
+def test_orphans_are_reaped(kiwi):
+    res = kiwi.probe("orphans", "5")
+    assert res == {"orphans": 5, "zombies": 0}, res

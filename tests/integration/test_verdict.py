@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The verdict JSON: --verdict FILE and --verdict-fd N."""
+import errno
+import json
+import os
+import re
+from datetime import datetime, timedelta, timezone
+
+from conftest import explain
+
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)")
+NUMBER_FIELDS = ("wall_ms", "cpu_user_ms", "cpu_sys_ms")
+
+
+def check_shape(v):
+    """The fields every verdict has, with their types."""
+    assert isinstance(v, dict), v
+    assert isinstance(v.get("exit_code"), int) and not isinstance(v["exit_code"], bool), v
+    assert v.get("signal", "absent") is None or isinstance(v["signal"], int), v
+    for k in NUMBER_FIELDS:
+        assert isinstance(v.get(k), (int, float)) and not isinstance(v[k], bool), (k, v)
+        assert v[k] >= 0, (k, v)
+    assert "error" in v, v
+    assert isinstance(v.get("started_at"), str) and RFC3339_UTC.fullmatch(v["started_at"]), v
+    started = datetime.fromisoformat(v["started_at"].replace("Z", "+00:00"))
+    now = datetime.now(timezone.utc)
+    assert now - timedelta(minutes=2) < started <= now + timedelta(seconds=1), (started, now)
+
+
+def run_with_verdict(kiwi, cmd, opts=(), rootfs=None):
+    out = kiwi.workdir() / "verdict.json"
+    r = kiwi.run(cmd, opts=["--verdict", out, *opts], rootfs=rootfs)
+    assert out.exists(), f"no verdict written: {explain(r)}"
+    text = out.read_text()
+    try:
+        return r, json.loads(text)
+    except ValueError:
+        raise AssertionError(f"the verdict is not one JSON value: {text!r}")
+
+
+def test_verdict_exit_code(kiwi):
+    r, v = run_with_verdict(kiwi, ["kiwi-probe", "exit", "3"])
+    assert r.returncode == 3, explain(r)
+    check_shape(v)
+    assert v["exit_code"] == 3 and v["signal"] is None and v["error"] is None, v
+
+
+def test_verdict_success(kiwi):
+    r, v = run_with_verdict(kiwi, ["true"])
+    assert r.returncode == 0, explain(r)
+    check_shape(v)
+    assert v["exit_code"] == 0 and v["signal"] is None and v["error"] is None, v
+
+
+def test_verdict_signal(kiwi):
+    r, v = run_with_verdict(kiwi, ["kiwi-probe", "kill-self", "KILL"])
+    assert r.returncode == 137, explain(r)
+    check_shape(v)
+    assert v["signal"] == 9 and v["exit_code"] == 137 and v["error"] is None, v
+
+
+def test_verdict_wall_time(kiwi):
+    _, v = run_with_verdict(kiwi, ["kiwi-probe", "sleep", "0.3"])
+    check_shape(v)
+    assert 300 <= v["wall_ms"] < 10000, v
+    assert v["cpu_user_ms"] < 250, f"sleeping counted as CPU: {v}"
+
+
+def test_verdict_cpu_time_counts_the_sandbox(kiwi):
+    """The command's own CPU time, not kiwi-run's, is in the verdict."""
+    _, v = run_with_verdict(kiwi, ["kiwi-probe", "spin", "400"])
+    check_shape(v)
+    assert v["cpu_user_ms"] + v["cpu_sys_ms"] >= 350, v
+    assert v["cpu_user_ms"] >= 200, v
+    assert v["wall_ms"] >= 350, v
+
+
+def test_verdict_cpu_time_includes_grandchildren(kiwi):
+    _, v = run_with_verdict(kiwi, ["/bin/sh", "-c", "kiwi-probe spin 300; true"])
+    check_shape(v)
+    assert v["cpu_user_ms"] >= 200, v
+
+
+def test_verdict_not_found(kiwi):
+    r, v = run_with_verdict(kiwi, ["/usr/bin/no-such-program"])
+    assert r.returncode == 127, explain(r)
+    check_shape(v)
+    assert v["exit_code"] == 127, v
+
+
+def test_verdict_fd(kiwi):
+    r_fd, w_fd = os.pipe()
+    try:
+        r = kiwi.run(["kiwi-probe", "exit", "5"], opts=["--verdict-fd", w_fd], pass_fds=[w_fd])
+        os.close(w_fd)
+        w_fd = -1
+        data = b""
+        while chunk := os.read(r_fd, 65536):
+            data += chunk
+    finally:
+        os.close(r_fd)
+        if w_fd >= 0:
+            os.close(w_fd)
+    assert r.returncode == 5, explain(r)
+    v = json.loads(data)
+    check_shape(v)
+    assert v["exit_code"] == 5 and v["error"] is None, v
+
+
+def test_verdict_fd_not_inherited_by_command(kiwi):
+    r_fd, w_fd = os.pipe()
+    try:
+        r = kiwi.run(["kiwi-probe", "fds"], opts=["--verdict-fd", w_fd], pass_fds=[w_fd])
+    finally:
+        os.close(r_fd)
+        os.close(w_fd)
+    assert r.returncode == 0 and json.loads(r.stdout) == [0, 1, 2], explain(r)
+
+
+def test_verdict_records_launch_failure(kiwi):
+    missing = kiwi.scratch / "no-such-rootfs"
+    out = kiwi.workdir() / "verdict.json"
+    r = kiwi.run(["true"], opts=["--verdict", out], rootfs=missing)
+    assert r.returncode == 125, explain(r)
+    assert out.exists(), f"no verdict for a failed launch: {explain(r)}"
+    v = json.loads(out.read_text())
+    assert isinstance(v.get("exit_code"), int), v
+    err = v.get("error")
+    assert isinstance(err, dict), v
+    assert isinstance(err.get("step"), str) and err["step"], v
+    assert err.get("errno") == errno.ENOENT, v
+    assert isinstance(err.get("message"), str) and err["message"], v
+
+
+def test_verdict_and_verdict_fd_exclusive(kiwi):
+    out = kiwi.workdir() / "verdict.json"
+    r = kiwi.run(["true"], opts=["--verdict", out, "--verdict-fd", "1"])
+    assert r.returncode == 125, explain(r)
