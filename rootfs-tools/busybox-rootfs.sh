@@ -32,6 +32,7 @@ for applet in $(./bin/busybox --list-full); do
   [ -e "$applet" ] || ln -s /bin/busybox "$applet"
 done
 for extra in "$@"; do
+  case $extra in /*) ;; *) extra="$OLDPWD/$extra" ;; esac
   cp "$extra" usr/local/bin/
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > etc/passwd
