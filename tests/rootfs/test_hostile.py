@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile images: every one is refused with one clear line and exit 125, or
+(symlinks, which mean the image's own root) contained in the destination;
+either way nothing outside the destination changes and nothing is left."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from ocilib import (MT_GZIP, MT_INDEX, MT_MANIFEST, MT_TAR, put_blob, sha256, snapshot,
+                    tar_bytes, write_layout)
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A work dir with a canary tree; the test's images aim at it."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep").write_text("precious\n")
+    (canary / "sub").mkdir()
+    os.chmod(canary, 0o750)
+    return tmp_path
+
+
+def host_state(host, dest):
+    """Everything outside dest that an escape could touch."""
+    state = {k: v for k, v in snapshot(host).items()
+             if k != os.path.basename(dest) and not k.startswith(os.path.basename(dest) + "/")
+             and not k.startswith("img")}
+    state["/etc/shadow"] = os.stat("/etc/shadow").st_mtime_ns
+    state["/etc/shadow-mode"] = os.stat("/etc/shadow").st_mode
+    return state
+
+
+def unpack(run, host, layers, *extra, **kw):
+    img = host / "img"
+    write_layout(str(img), layers, **kw)
+    dest = host / "dest"
+    before = host_state(host, dest)
+    p = run("unpack", *extra, f"{img}:latest", str(dest))
+    assert host_state(host, dest) == before, "something outside the destination changed"
+    leftovers = [n for n in os.listdir(host) if ".kiwi-" in n]
+    assert not leftovers, f"scratch left behind: {leftovers}"
+    return p, dest
+
+
+def assert_refused(p, dest, *words):
+    assert p.returncode == 125, f"exit {p.returncode}: {p.stderr}"
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiwi-rootfs: "), p.stderr
+    for w in words:
+        assert w in lines[0], f"`{w}` not in: {lines[0]}"
+    assert not dest.exists(), "a refused unpack left a destination"
+
+
+def L(*entries):
+    return (MT_TAR, tar_bytes(entries))
+
+
+REFUSED = {
+    "dotdot": ([L(("file", "../escape", "x"))], ["entry `../escape`", "climbs out", "layer 1/1"]),
+    "dotdot-deep": ([L(("dir", "a"), ("file", "a/../../escape", "x"))], ["climbs out"]),
+    "absolute": ([L(("file", "/tmp/kiwi-absolute-escape", "x"))], ["absolute"]),
+    "hardlink-shadow-abs": ([L(("hardlink", "shadow", "/etc/shadow"))], ["hardlink target", "absolute"]),
+    "hardlink-shadow-dotdot": ([L(("hardlink", "shadow", "../../../../../../etc/shadow"))],
+                               ["hardlink target", "climbs out"]),
+    "hardlink-via-symlink": ([L(("symlink", "e", "/etc"), ("hardlink", "shadow", "e/shadow"))],
+                             ["cannot hardlink"]),
+    "whiteout-dotdot": ([L(("dir", "d")), L(("file", "../.wh.x", ""))], ["climbs out", "layer 2/2"]),
+    "whiteout-of-dotdot": ([L(("dir", "d")), L(("file", "d/.wh...", ""))], ["whiteout names `..`"]),
+    "root-replaced": ([L(("file", ".", "x"))], ["replace the root"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_entries(run, host, case):
+    layers, words = REFUSED[case]
+    p, dest = unpack(run, host, layers)
+    assert_refused(p, dest, *words)
+
+
+def test_symlink_escape_dangling_is_refused(run, host):
+    # The target means the image's own root, where it does not exist.
+    canary = str(host / "canary")
+    p, dest = unpack(run, host, [L(("symlink", "out", canary), ("file", "out/pwned", "x"))])
+    assert_refused(p, dest, "entry `out/pwned`", "cannot open directory `out`")
+
+
+def test_symlink_escape_is_contained(run, host):
+    canary = str(host / "canary")
+    p, dest = unpack(run, host, [L(("dir", canary.lstrip("/")), ("symlink", "out", canary),
+                                   ("symlink", "up", "../../../.."),
+                                   ("file", "out/pwned", "x"), ("file", "up/pwned2", "y"))])
+    assert p.returncode == 0, p.stderr
+    assert (dest / canary.lstrip("/") / "pwned").read_text() == "x"
+    assert (dest / "pwned2").read_text() == "y"
+
+
+def test_symlink_planted_then_written_through_refused(run, host):
+    canary = str(host / "canary")
+    layers = [L(("symlink", "planted", canary)), L(("file", "planted/keep", "overwritten"))]
+    p, dest = unpack(run, host, layers)
+    assert_refused(p, dest, "layer 2/2", "entry `planted/keep`")
+
+
+def test_symlink_planted_then_written_through_contained(run, host):
+    canary = str(host / "canary")
+    inside = canary.lstrip("/")
+    layers = [L(("dir", inside + "/sub"), ("file", inside + "/keep", "image's own"),
+                ("symlink", "planted", canary)),
+              L(("file", "planted/keep", "overwritten"), ("dir", "planted/sub", 0o777),
+                ("hardlink", "planted/link", "planted/keep"), ("file", "planted/.wh.sub", ""))]
+    p, dest = unpack(run, host, layers)
+    assert p.returncode == 0, p.stderr
+    assert (dest / inside / "keep").read_text() == "overwritten"
+    assert os.stat(dest / inside / "link").st_ino == os.stat(dest / inside / "keep").st_ino
+    assert (dest / inside / "sub").is_dir()  # same-layer entries survive its whiteout
+
+
+def test_symlink_replaced_by_dir_chmod(run, host):
+    canary = str(host / "canary")
+    p, dest = unpack(run, host, [L(("symlink", "c", canary)), L(("dir", "c", 0o777))])
+    assert p.returncode == 0, p.stderr
+    assert (dest / "c").is_dir() and not (dest / "c").is_symlink()
+    assert oct(os.stat(dest / "c").st_mode & 0o7777) == oct(0o777)
+
+
+def test_whiteout_and_opaque_through_symlink(run, host):
+    canary = str(host / "canary")
+    layers = [L(("symlink", "w", canary), ("symlink", "o", canary)),
+              L(("file", "w/.wh.keep", ""), ("file", "o/.wh..wh..opq", ""))]
+    p, dest = unpack(run, host, layers)
+    assert p.returncode == 0, p.stderr
+
+
+def test_device_nodes_skipped_rootless(kiwi_rootfs, request):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to an unprivileged uid")
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is missing")
+    host = tempfile.mkdtemp(prefix="kiwi-rootless-", dir="/tmp")
+    request.addfinalizer(lambda: shutil.rmtree(host))
+    host = pathlib.Path(host)
+    img = host / "img"
+    write_layout(str(img), [L(("chr", "null", 1, 3), ("blk", "sda", 8, 0), ("file", "f", "x"))])
+    os.chmod(host, 0o777)
+    for dirpath, dirs, files in os.walk(img):
+        os.chmod(dirpath, 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    dest = host / "dest"
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        kiwi_rootfs, "unpack", f"{img}:latest", str(dest)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "2 device nodes not created" in p.stderr
+    assert (dest / "f").read_text() == "x" and not (dest / "null").exists()
+
+
+def test_device_nodes_as_root(run, host):
+    if os.geteuid() != 0:
+        pytest.skip("creating device nodes needs root")
+    p, dest = unpack(run, host, [L(("chr", "null", 1, 3))])
+    assert p.returncode == 0, p.stderr
+    assert os.stat(dest / "null").st_rdev == os.makedev(1, 3)
+
+
+def test_gzip_bomb(run, host):
+    big = tar_bytes([("file", "zeros", b"\0" * (64 << 20))])
+    p, dest = unpack(run, host, [(MT_GZIP, big)], "--max-size", "8M")
+    assert_refused(p, dest, "size limit", "--max-size", "entry `zeros`")
+
+
+def test_entry_bomb(run, host):
+    many = tar_bytes([("file", f"f{i}", "") for i in range(300)])
+    p, dest = unpack(run, host, [(MT_TAR, many)], "--max-entries", "100")
+    assert_refused(p, dest, "more than 100 entries")
+
+
+def test_digest_mismatch(run, host):
+    data = tar_bytes([("file", "a", "x")])
+    p, dest = unpack(run, host, [{"media_type": MT_TAR, "data": data, "digest": sha256(b"other")}])
+    assert_refused(p, dest, "has digest", "layer 1/1")
+
+
+def test_truncated_blob(run, host):
+    data = tar_bytes([("file", "a", "x" * 5000)])
+    img = host / "img"
+    write_layout(str(img), [(MT_GZIP, data)])
+    manifest = json.load(open(img / "index.json"))["manifests"][0]["digest"]
+    layer = json.loads((img / "blobs/sha256" / manifest.split(":")[1]).read_bytes())["layers"][0]
+    path = img / "blobs/sha256" / layer["digest"].split(":")[1]
+    path.write_bytes(path.read_bytes()[:-30])
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "layer 1/1")
+    assert "bytes" in p.stderr or "digest" in p.stderr
+
+
+def test_blob_longer_than_descriptor(run, host):
+    data = tar_bytes([("file", "a", "x")])
+    p, dest = unpack(run, host, [{"media_type": MT_TAR, "data": data, "size": 100}])
+    assert_refused(p, dest, "longer than its descriptor")
+
+
+def test_missing_blob(run, host):
+    data = tar_bytes([("file", "a", "x")])
+    p, dest = unpack(run, host, [{"media_type": MT_TAR, "data": data, "digest": sha256(b"gone")}],
+                     )
+    assert p.returncode == 125
+    img = host / "img"
+    os.unlink(img / "blobs/sha256" / sha256(b"gone").split(":")[1])
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "cannot open blob", "No such file")
+
+
+def test_blob_symlink_refused(run, host):
+    img = host / "img"
+    data = tar_bytes([("file", "a", "x")])
+    write_layout(str(img), [(MT_TAR, data)])
+    blob = img / "blobs/sha256" / sha256(data).split(":")[1]
+    os.unlink(blob)
+    os.symlink("/etc/passwd", blob)
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "cannot open blob")
+
+
+def nested_index(img, target, depth):
+    """Wraps target (a descriptor) in depth nested indexes; returns the top."""
+    for _ in range(depth):
+        idx = json.dumps({"schemaVersion": 2, "manifests": [target]}).encode()
+        target = {"mediaType": MT_INDEX, **put_blob(str(img), idx)}
+    return target
+
+
+def test_index_cycle(run, host):
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))], tag=None)
+    # An index blob that names itself: its digest can never match, and the
+    # walk must stop either way (on the digest, or on the loop).
+    fake = sha256(b"cycle")
+    body = json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": MT_INDEX, "digest": fake, "size": 0}]}).encode()
+    put_blob(str(img), body, digest=fake)
+    top = {"mediaType": MT_INDEX, "digest": fake, "size": len(body),
+           "annotations": {"org.opencontainers.image.ref.name": "latest"}}
+    json.dump({"schemaVersion": 2, "manifests": [top]}, open(img / "index.json", "w"))
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "index")
+
+
+def test_index_nesting_too_deep(run, host):
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))], tag=None)
+    index = json.load(open(img / "index.json"))
+    top = nested_index(img, index["manifests"][0], 12)
+    json.dump({"schemaVersion": 2, "manifests": [top]}, open(img / "index.json", "w"))
+    dest = host / "dest"
+    p = run("unpack", str(img), str(dest))
+    assert_refused(p, dest, "nest deeper")
+
+
+def test_unsupported_media_type(run, host):
+    p, dest = unpack(run, host, [("application/vnd.oci.image.layer.v1.tar+bzip2", b"x")])
+    assert_refused(p, dest, "unsupported media type")
+
+
+def test_destination_not_empty(run, host):
+    dest = host / "dest"
+    dest.mkdir()
+    (dest / "mine").write_text("keep")
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))])
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert p.returncode == 125 and "not an empty directory" in p.stderr
+    assert os.listdir(dest) == ["mine"]
+
+
+def test_unknown_tag(run, host):
+    p, dest = unpack(run, host, [L(("file", "a", "x"))])
+    shutil.rmtree(dest)
+    p = run("unpack", f"{host / 'img'}:nope", str(dest))
+    assert_refused(p, dest, "tagged nope", "tags: latest")
+
+
+def test_bad_usage(run, host):
+    for args in (["unpack"], ["unpack", "--max-size", "lots", "a", "b"], ["frobnicate"]):
+        p = run(*args)
+        assert p.returncode == 125 and p.stderr.count("\n") == 1, (args, p.stderr)
