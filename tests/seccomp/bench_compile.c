@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* How long compiling the default profile takes, i.e. what every sandbox
+ * start pays before clone: JSON parse, libseccomp rule database, BPF
+ * generation with the binary-tree optimisation, export through a memfd.
+ * Usage: bench_seccomp_compile [iterations] [profile.json] */
+#include "kiwi/json.h"
+#include "kiwi/seccomp.h"
+
+#include <linux/filter.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static int compile_once(const char *path, struct kiwi_seccomp **f, kiwi_err *err)
+{
+	return path ? kiwi_seccomp_compile_file(path, f, err) : kiwi_seccomp_compile_default(f, err);
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 200;
+	const char *path = argc > 2 ? argv[2] : NULL;
+	if (n < 1)
+		n = 1;
+	double *t = calloc((size_t)n, sizeof(*t));
+	double *parse = calloc((size_t)n, sizeof(*parse));
+	if (!t || !parse)
+		return 1;
+	size_t len;
+	const char *text = kiwi_seccomp_default_text(&len);
+	unsigned insns = 0;
+	for (int i = 0; i < n; i++) {
+		kiwi_err err = { 0 };
+		struct kiwi_seccomp *f;
+		double t0 = now_us();
+		if (compile_once(path, &f, &err) < 0) {
+			fprintf(stderr, "bench_seccomp_compile: %s\n", err.msg);
+			return 1;
+		}
+		t[i] = now_us() - t0;
+		insns = kiwi_seccomp_program(f)->len;
+		kiwi_seccomp_free(f);
+		t0 = now_us();
+		kiwi_json_free(kiwi_json_parse(text, len, &err));
+		parse[i] = now_us() - t0;
+	}
+	qsort(t, (size_t)n, sizeof(*t), cmp_double);
+	qsort(parse, (size_t)n, sizeof(*parse), cmp_double);
+	printf("profile: %s, %u BPF instructions, %d runs\n", path ? path : "default (embedded)", insns, n);
+	printf("compile: median %.1f us, p10 %.1f us, p90 %.1f us, min %.1f us\n", t[n / 2], t[n / 10],
+	       t[n * 9 / 10], t[0]);
+	printf("of which JSON parse of the default text: median %.1f us\n", parse[n / 2]);
+	free(t);
+	free(parse);
+	return 0;
+}
