@@ -214,10 +214,86 @@ static int pivot_into(int rootfd, bool rw_root, kiwi_err *err)
 	return 0;
 }
 
+/* Makes name (below the mount dirfd is the root of) a read-only bind of
+ * itself. A path this kernel does not have is fine. */
+static int make_readonly(int mntfd, const char *name, kiwi_err *err)
+{
+	_cleanup_close_ int tree = open_tree(mntfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (tree < 0)
+		return errno == ENOENT ? 0 : kiwi_error(err, errno, "mount", "cannot clone `%s`", name);
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+	};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make `%s` read-only", name);
+	return attach(tree, mntfd, name, name, err);
+}
+
+/* Hides name below mntfd: an empty read-only tmpfs over a directory, the
+ * null device over a file. */
+static int mask(int mntfd, const char *name, int empty_dir, kiwi_err *err)
+{
+	struct stat st;
+	if (fstatat(mntfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : kiwi_error(err, errno, "mount", "cannot stat `%s`", name);
+	_cleanup_close_ int tree = S_ISDIR(st.st_mode)
+		? open_tree(empty_dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+		: open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return kiwi_error(err, errno, "mount", "cannot make a mask for `%s`", name);
+	return attach(tree, mntfd, name, name, err);
+}
+
+/* procfs and sysfs show and change the whole host in places. Capabilities
+ * do not guard most of them, file ownership does, and a root caller's
+ * sandbox runs as the host's uid 0: so they are made read-only or hidden
+ * in every mode, as bubblewrap and the OCI defaults do. */
+static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
+{
+	static const char *const proc_readonly[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
+	static const char *const proc_masked[] = {
+		"kcore", "keys", "timer_list", "sched_debug", "latency_stats", "timer_stats",
+		"acpi", "scsi", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "config.gz",
+	};
+	static const char *const empty_opts[] = { "size", "0", "mode", "0555", NULL };
+	_cleanup_close_ int empty = new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+	if (empty < 0)
+		return -1;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_readonly); i++)
+		if (make_readonly(proc, proc_readonly[i], err) < 0)
+			return -1;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_masked); i++)
+		if (mask(proc, proc_masked[i], empty, err) < 0)
+			return -1;
+	return sys >= 0 ? mask(sys, "firmware", empty, err) : 0;
+}
+
+/* A fresh procfs and a read-only sysfs. Both must be mounted while the
+ * host's copies are still visible in this mount namespace: the kernel
+ * refuses a new instance in a user namespace unless an unobscured one is
+ * already there. A host that hides its sysfs gets a sandbox without one. */
+static int mount_proc_and_sys(int rootfd, kiwi_err *err)
+{
+	const unsigned hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+	_cleanup_close_ int proc_target = ensure_in_root(rootfd, "/proc", true, "mount point", err);
+	if (proc_target < 0)
+		return -1;
+	_cleanup_close_ int proc = new_fs("proc", NULL, hardened, err);
+	if (proc < 0 || attach(proc, proc_target, "", "/proc", err) < 0)
+		return -1;
+	_cleanup_close_ int sys = new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, NULL);
+	if (sys >= 0) {
+		_cleanup_close_ int target = ensure_in_root(rootfd, "/sys", true, "mount point", err);
+		if (target < 0 || attach(sys, target, "", "/sys", err) < 0)
+			return -1;
+	}
+	return harden_proc_and_sys(proc, sys, err);
+}
+
 int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 {
 	static const char *const tmp_opts[] = { "mode", "1777", NULL };
-	const unsigned hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
 
 	/* The rootfs becomes a mount of its own, which pivot_root needs, and
 	 * private, so that nothing propagates from it to the host or back. */
@@ -229,18 +305,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	if (rootfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
 
-	/* procfs and sysfs must be mounted while the host's copies are still
-	 * visible in this mount namespace: the kernel refuses a new instance
-	 * in a user namespace unless an unobscured one is already there. */
-	if (mount_fs_at(rootfd, "/proc", "proc", NULL, hardened, err) < 0)
-		return -1;
-	_cleanup_close_ int sysfs = new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, err);
-	if (sysfs >= 0) {
-		_cleanup_close_ int target = ensure_in_root(rootfd, "/sys", true, "mount point", err);
-		if (target < 0 || attach(sysfs, target, "", "/sys", err) < 0)
-			return -1;
-	} /* else: a host that hides its sysfs gets a sandbox without one. */
-	if (mount_dev(rootfd, err) < 0)
+	if (mount_proc_and_sys(rootfd, err) < 0 || mount_dev(rootfd, err) < 0)
 		return -1;
 	if (mount_fs_at(rootfd, "/tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;

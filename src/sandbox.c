@@ -52,8 +52,6 @@ static void handle_message(const struct kiwi_sync_msg *m, struct kiwi_sandbox_re
 	case KIWI_SYNC_EXEC_OK:
 		res->started = true;
 		*exec_mono = m->mono_ns;
-		res->started_at.tv_sec = m->real_ns / 1000000000;
-		res->started_at.tv_nsec = m->real_ns % 1000000000;
 		break;
 	case KIWI_SYNC_ERROR:
 		*err = m->err;
@@ -160,6 +158,7 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		     kiwi_err *err)
 {
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1 };
+	clock_gettime(CLOCK_REALTIME, &res->started_at);
 	if (check_config(cfg, err) < 0)
 		return -1;
 

@@ -34,10 +34,6 @@ static void write_error(kiwi_json_writer *w, const kiwi_err *e)
 
 static void write_started_at(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
 {
-	if (!r->started) {
-		kiwi_jw_null(w);
-		return;
-	}
 	struct tm tm;
 	char date[32], stamp[64];
 	gmtime_r(&r->started_at.tv_sec, &tm);

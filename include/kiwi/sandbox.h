@@ -34,7 +34,7 @@ struct kiwi_sandbox_result {
 	bool started;             /* the command was exec'd */
 	int exit_code;            /* the command's code, or -1 */
 	int signal;               /* the signal that killed it, or 0 */
-	struct timespec started_at;    /* CLOCK_REALTIME at exec */
+	struct timespec started_at;    /* CLOCK_REALTIME when the run began */
 	uint64_t wall_ns;         /* exec to exit */
 	uint64_t cpu_user_us;
 	uint64_t cpu_sys_us;

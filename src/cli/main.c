@@ -45,7 +45,7 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
+		fprintf(stderr, "kiwi-run: args: no command given (see `kiwi-run --help`)\n");
 		return KIWI_EXIT_FAILED;
 	}
 	if (!strcmp(argv[1], "--version")) {
@@ -59,6 +59,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "kiwi-run: unknown command `%s` (see `kiwi-run --help`)\n", argv[1]);
+	fprintf(stderr, "kiwi-run: args: unknown command `%s` (see `kiwi-run --help`)\n", argv[1]);
 	return KIWI_EXIT_FAILED;
 }

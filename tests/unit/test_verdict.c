@@ -47,14 +47,15 @@ Test(verdict, a_normal_run)
 
 Test(verdict, a_signal_and_an_error)
 {
-	struct kiwi_sandbox_result r = { .started = false, .exit_code = -1, .signal = 9 };
+	struct kiwi_sandbox_result r = { .started = false, .exit_code = -1, .signal = 9,
+					 .started_at = { .tv_sec = 0, .tv_nsec = 999999999 } };
 	kiwi_err e = { 0 };
 	kiwi_error(&e, ENOENT, "rootfs", "cannot use rootfs `%s`", "/nope");
 	struct kiwi_verdict v = { .result = &r, .error = &e, .exit_code = 125 };
 	_cleanup_json_ kiwi_json *j = render(&v);
 	long long i;
 	cr_assert(kiwi_json_int(kiwi_json_get(j, "signal"), &i) && i == 9);
-	cr_assert_eq(kiwi_json_type_of(kiwi_json_get(j, "started_at")), KIWI_JSON_NULL);
+	cr_assert_str_eq(kiwi_json_string(kiwi_json_get(j, "started_at")), "1970-01-01T00:00:00.999999Z");
 	kiwi_json *err = kiwi_json_get(j, "error");
 	cr_assert_str_eq(kiwi_json_string(kiwi_json_get(err, "step")), "rootfs");
 	cr_assert(kiwi_json_int(kiwi_json_get(err, "errno"), &i) && i == ENOENT);
