@@ -5,6 +5,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
 #include "kiwi/net.h"
+#include "kiwi/seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,9 @@ _Noreturn static void exec_command(const struct kiwi_sandbox_config *cfg, int er
 		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
 		goto fail;
 	}
+	/* Last: from here on the filter judges every call, execve included. */
+	if (cfg->seccomp && kiwi_seccomp_load(cfg->seccomp, &err) < 0)
+		goto fail;
 	environ = (char **)cfg->envp;
 	execvp(cfg->argv[0], cfg->argv);
 	kiwi_error(&err, errno, "exec", "cannot execute `%s`", cfg->argv[0]);

@@ -11,6 +11,8 @@
 
 #include "kiwi/err.h"
 
+struct kiwi_seccomp;
+
 struct kiwi_bind {
 	const char *source;       /* host path */
 	const char *dest;         /* path inside the rootfs */
@@ -28,6 +30,7 @@ struct kiwi_sandbox_config {
 	const int *preserve_fds;  /* kept open (without CLOEXEC) across exec */
 	size_t n_preserve_fds;
 	bool rw_root;
+	const struct kiwi_seccomp *seccomp;  /* loaded last before exec; NULL: none */
 };
 
 struct kiwi_sandbox_result {

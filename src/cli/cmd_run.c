@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/sandbox.h"
+#include "kiwi/seccomp.h"
 #include "kiwi/verdict.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -25,6 +27,7 @@ enum {
 	OPT_PRESERVE_FD,
 	OPT_VERDICT,
 	OPT_VERDICT_FD,
+	OPT_SECCOMP,
 	OPT_HELP,
 };
 
@@ -38,6 +41,7 @@ static const struct option run_options[] = {
 	{ "preserve-fd", required_argument, NULL, OPT_PRESERVE_FD },
 	{ "verdict", required_argument, NULL, OPT_VERDICT },
 	{ "verdict-fd", required_argument, NULL, OPT_VERDICT_FD },
+	{ "seccomp", required_argument, NULL, OPT_SECCOMP },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -50,6 +54,7 @@ struct run_args {
 	size_t n_env;
 	const char *verdict_path;
 	int verdict_fd;
+	const char *seccomp;  /* a profile path, "unconfined", or NULL: the default */
 };
 
 static void run_usage(void)
@@ -63,7 +68,9 @@ static void run_usage(void)
 	       "  --rw-root             make the root writable (default: read-only)\n"
 	       "  --preserve-fd N       pass fd N through (repeatable)\n"
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
-	       "  --verdict-fd N        write the JSON verdict to fd N\n\n"
+	       "  --verdict-fd N        write the JSON verdict to fd N\n"
+	       "  --seccomp FILE        an OCI seccomp profile instead of the default;\n"
+	       "                        `unconfined` disables seccomp (debugging only)\n\n"
 	       "See kiwi-run(1).\n");
 }
 
@@ -130,6 +137,7 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		case OPT_CWD: a->cfg.cwd = optarg; break;
 		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
 		case OPT_VERDICT: a->verdict_path = optarg; break;
+		case OPT_SECCOMP: a->seccomp = optarg; break;
 		case OPT_ENV:
 			if (add_env(a, optarg) < 0)
 				return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", optarg);
@@ -177,6 +185,19 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
+/* The filter is compiled once, here in the parent; the sandbox only loads
+ * the finished program. */
+static int prepare_seccomp(const char *choice, struct kiwi_seccomp **out, kiwi_err *err)
+{
+	if (choice && !strcmp(choice, "unconfined")) {
+		fprintf(stderr, "kiwi-run: WARNING: --seccomp unconfined: the sandbox may use every "
+				"system call of the host kernel; for debugging only\n");
+		*out = NULL;
+		return 0;
+	}
+	return choice ? kiwi_seccomp_compile_file(choice, out, err) : kiwi_seccomp_compile_default(out, err);
+}
+
 /* The verdict destination is opened before anything else happens, so a
  * path that cannot be written fails the run up front. */
 static int open_verdict(struct run_args *a, kiwi_err *err)
@@ -218,8 +239,13 @@ int kiwi_cmd_run(int argc, char **argv)
 		return KIWI_EXIT_FAILED;
 	}
 
-	struct kiwi_sandbox_result res;
-	bool failed = kiwi_sandbox_run(&a.cfg, &res, &err) < 0;
+	struct kiwi_sandbox_result res = { .exit_code = -1 };
+	clock_gettime(CLOCK_REALTIME, &res.started_at);
+	_cleanup_seccomp_ struct kiwi_seccomp *filter = NULL;
+	bool failed = prepare_seccomp(a.seccomp, &filter, &err) < 0;
+	a.cfg.seccomp = filter;
+	if (!failed)
+		failed = kiwi_sandbox_run(&a.cfg, &res, &err) < 0;
 	int status = kiwi_sandbox_exit_status(&res, &err, failed);
 	if (failed)
 		kiwi_cli_print_error(&err);
