@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -162,6 +163,33 @@ _Noreturn static void supervise(int sock, pid_t cmd)
 	}
 }
 
+/* /proc/1/cmdline is readable by the command and would show kiwi-run's
+ * arguments: host paths of the rootfs and of bind sources. The kernel
+ * reads the arguments from our own memory, so blank them there. */
+static void hide_command_line(void)
+{
+	char stat[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	stat[n] = '\0';
+	/* Fields 48 and 49 are arg_start and arg_end; count from the ')'
+	 * that ends field 2, since the command name may hold spaces. */
+	char *p = strrchr(stat, ')');
+	unsigned long start = 0, end = 0;
+	for (int field = 2; p && field < 48; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start || end - start > (1UL << 21))
+		return;
+	static const char title[] = "kiwi-init";
+	memset((void *)start, 0, end - start);
+	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
+}
+
 _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 {
 	kiwi_err err = { 0 };
@@ -179,6 +207,17 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 	/* #1: wait for the parent to write our uid and gid maps. */
 	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
 		_exit(1);
+	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
+	 * parent until here): /proc/1's environ (the caller's environment),
+	 * fds and exe stay closed to the command, whatever pid 1's
+	 * capabilities are at the moment it looks. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+		kiwi_error(&err, errno, "init", "cannot make pid 1 non-dumpable");
+		goto fail;
+	}
+	/* Pid 1 holds no fd of the caller's beyond stdio and what is passed on. */
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, sock, &err) < 0)
+		goto fail;
 
 	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0) {
 		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
@@ -198,10 +237,12 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 	};
 	kiwi_sync_send(sock, &m);
 
-	/* Pid 1 keeps nothing the command could borrow: no capabilities, and
-	 * not dumpable, so /proc/1 (its fds, its exe) is closed to ptrace
-	 * access checks from inside the sandbox. */
-	if (kiwi_caps_drop_all(&err) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0) {
+	/* The configuration's strings live in the arguments' memory: only
+	 * now, with the command started, can they go. */
+	hide_command_line();
+	/* Pid 1 keeps no capability the command could borrow, and from now on
+	 * no fd but stdio and its end of the sync socket. */
+	if (kiwi_caps_drop_all(&err) < 0 || close_fds_except(NULL, 0, sock, &err) < 0) {
 		kill(cmd, SIGKILL);
 		goto fail;
 	}
