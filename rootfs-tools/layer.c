@@ -410,6 +410,24 @@ static int write_all(int fd, const char *buf, size_t len, int64_t off)
 	return 0;
 }
 
+/* Writes buf at off but leaves holes for whole zero pages, so sparse files
+ * (and zero-filled ones) stay sparse. Sets *holes when it skipped any. */
+static int write_sparse(int fd, const char *buf, size_t len, int64_t off, bool *holes)
+{
+	static const char zeros[4096];
+	size_t start = 0; /* beginning of the pending non-zero run */
+	for (size_t i = 0; i < len; i += sizeof(zeros)) {
+		size_t n = len - i < sizeof(zeros) ? len - i : sizeof(zeros);
+		if (n < sizeof(zeros) || memcmp(buf + i, zeros, n))
+			continue;
+		if (i > start && write_all(fd, buf + start, i - start, off + (int64_t)start) < 0)
+			return -1;
+		start = i + n;
+		*holes = true;
+	}
+	return start < len ? write_all(fd, buf + start, len - start, off + (int64_t)start) : 0;
+}
+
 static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 		    struct archive_entry *e, kiwi_err *err)
 {
@@ -422,6 +440,7 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	if (fd < 0)
 		return kiwi_error(err, errno, "unpack", "cannot create `%s`", c->path);
 	int64_t end = 0;
+	bool holes = false;
 	for (;;) {
 		const void *buf;
 		size_t len;
@@ -434,11 +453,11 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 					  "%s: entry `%s`: %s", c->label, c->raw, archive_error_string(a));
 		if (charge(x, c, len, err) < 0)
 			return -1;
-		if (write_all(fd, buf, len, off) < 0)
+		if (write_sparse(fd, buf, len, off, &holes) < 0)
 			return kiwi_error(err, errno, "unpack", "cannot write `%s`", c->path);
 		end = off + (int64_t)len;
 	}
-	if (end < size && ftruncate(fd, size) < 0) /* a sparse tail */
+	if ((end < size || holes) && ftruncate(fd, end > size ? end : size) < 0) /* a sparse tail */
 		return kiwi_error(err, errno, "unpack", "cannot size `%s`", c->path);
 	return set_attrs_fd(x, c, e, fd, false, err);
 }

@@ -1,9 +1,655 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Packing a directory into a one-layer OCI image layout. The tree is walked
+ * in bytewise name order and (with reproducible) stamped with one mtime and
+ * no user/group names, so the same tree always gives the same digests. */
+#include "kiwi/cleanup.h"
 #include "kiwi/oci_image.h"
+#include "oci_internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#define CHUNK (256U << 10)
+
+/* Where archive bytes go: a scratch file in blobs/sha256, hashed as written. */
+struct sink {
+	int fd;
+	kiwi_hasher *h;
+};
+
+static la_ssize_t sink_write(struct archive *a, void *arg, const void *buf, size_t len)
+{
+	struct sink *s = arg;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = write(s->fd, (const char *)buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			archive_set_error(a, errno, "cannot write the layer");
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	kiwi_hasher_update(s->h, buf, len);
+	return (la_ssize_t)len;
+}
+
+struct packer {
+	struct archive *a;
+	struct archive_entry_linkresolver *links;
+	const struct kiwi_pack_opts *o;
+	time_t epoch;
+	char path[PATH_MAX];
+	kiwi_err *err;
+};
+
+static int archive_fail(struct packer *p, const char *what)
+{
+	return kiwi_error(p->err, archive_errno(p->a) > 0 ? archive_errno(p->a) : EIO, "pack",
+			  "%s `%s`: %s", what, p->path, archive_error_string(p->a));
+}
+
+static void add_xattrs(struct archive_entry *e, int fd)
+{
+	char names[4096];
+	ssize_t n = flistxattr(fd, names, sizeof(names));
+	for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(names + off) + 1) {
+		char val[4096];
+		ssize_t vl = fgetxattr(fd, names + off, val, sizeof(val));
+		if (vl >= 0)
+			archive_entry_xattr_add_entry(e, names + off, val, (size_t)vl);
+	}
+}
+
+static int copy_data(struct packer *p, int fd)
+{
+	_cleanup_free_ char *buf = malloc(CHUNK);
+	if (!buf)
+		return kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+	for (;;) {
+		ssize_t n = read(fd, buf, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return kiwi_error(p->err, errno, "pack", "cannot read `%s`", p->path);
+		if (n == 0)
+			return 0;
+		if (archive_write_data(p->a, buf, (size_t)n) != n)
+			return archive_fail(p, "cannot write");
+	}
+}
+
+static int write_entry(struct packer *p, struct archive_entry *e, int fd)
+{
+	struct archive_entry *spare = NULL;
+	/* The first name of a multiply-linked file carries the data; the
+	 * resolver turns later names into hardlinks to it. */
+	archive_entry_linkify(p->links, &e, &spare);
+	int rc = 0;
+	if (e) {
+		if (archive_write_header(p->a, e) != ARCHIVE_OK)
+			rc = archive_fail(p, "cannot add");
+		else if (fd >= 0 && archive_entry_size(e) > 0)
+			rc = copy_data(p, fd);
+	}
+	archive_entry_free(e);
+	archive_entry_free(spare);
+	return rc;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int pack_dir(struct packer *p, int dfd, size_t len);
+
+static int pack_one(struct packer *p, int dfd, const char *name, size_t len)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return kiwi_error(p->err, errno, "pack", "cannot stat `%s`", p->path);
+	if (S_ISSOCK(st.st_mode))
+		return 0; /* tar has no sockets; they belong to a running system */
+	struct archive_entry *e = archive_entry_new();
+	if (!e)
+		return kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+	archive_entry_copy_stat(e, &st);
+	archive_entry_copy_pathname(e, p->path);
+	archive_entry_unset_atime(e);
+	archive_entry_unset_ctime(e);
+	archive_entry_unset_birthtime(e);
+	if (p->o->reproducible)
+		archive_entry_set_mtime(e, p->epoch, 0);
+	_cleanup_close_ int fd = -1;
+	if (S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+		if (n < 0) {
+			archive_entry_free(e);
+			return kiwi_error(p->err, errno, "pack", "cannot read link `%s`", p->path);
+		}
+		target[n] = '\0';
+		archive_entry_copy_symlink(e, target);
+	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+		fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0) {
+			archive_entry_free(e);
+			return kiwi_error(p->err, errno, "pack", "cannot open `%s`", p->path);
+		}
+		add_xattrs(e, fd);
+	}
+	if (write_entry(p, e, S_ISREG(st.st_mode) ? fd : -1) < 0)
+		return -1;
+	return S_ISDIR(st.st_mode) ? pack_dir(p, fd, len) : 0;
+}
+
+/* Packs the children of dfd, whose path is p->path[0..len), sorted. */
+static int pack_dir(struct packer *p, int dfd, size_t len)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return kiwi_error(p->err, errno, "pack", "cannot read `%s`", len ? p->path : ".");
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			char **nn = realloc(names, cap * sizeof(*names));
+			if (!nn) {
+				rc = kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+				break;
+			}
+			names = nn;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			rc = kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+		else
+			n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0) {
+			int w = snprintf(p->path + len, sizeof(p->path) - len, "%s%s", len ? "/" : "", names[i]);
+			if (w < 0 || (size_t)w >= sizeof(p->path) - len)
+				rc = kiwi_error(p->err, ENAMETOOLONG, "pack", "a path under `%s` is too long", p->path);
+			else
+				rc = pack_one(p, dfd, names[i], len + (size_t)w);
+			p->path[len] = '\0';
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+/* A scratch file in blobs/sha256 that becomes blobs/sha256/<hex> by rename. */
+struct blob_out {
+	int blobs_fd;
+	char tmp[64];
+	int fd;
+	kiwi_hasher *h;
+};
+
+static int blob_begin(struct blob_out *b, int blobs_fd, kiwi_err *err)
+{
+	*b = (struct blob_out){ .blobs_fd = blobs_fd, .fd = -1 };
+	snprintf(b->tmp, sizeof(b->tmp), ".tmp-%d-%ld", getpid(), (long)random());
+	b->fd = openat(blobs_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	b->h = kiwi_hasher_new(KIWI_DIGEST_SHA256);
+	if (b->fd < 0 || !b->h)
+		return kiwi_error(err, errno ? errno : ENOMEM, "pack", "cannot create a blob");
+	return 0;
+}
+
+static void blob_abort(struct blob_out *b)
+{
+	if (b->fd >= 0) {
+		close(b->fd);
+		unlinkat(b->blobs_fd, b->tmp, 0);
+	}
+	kiwi_hasher_free(b->h);
+	*b = (struct blob_out){ .fd = -1 };
+}
+
+/* Finishes the blob: its descriptor's digest and size. */
+static int blob_commit(struct blob_out *b, struct kiwi_descriptor *d, kiwi_err *err)
+{
+	d->size = (int64_t)kiwi_hasher_count(b->h);
+	kiwi_hasher_final(b->h, d->digest);
+	if (fsync(b->fd) < 0 || renameat(b->blobs_fd, b->tmp, b->blobs_fd, strchr(d->digest, ':') + 1) < 0) {
+		int e = errno;
+		blob_abort(b);
+		return kiwi_error(err, e, "pack", "cannot store blob %s", d->digest);
+	}
+	close(b->fd);
+	kiwi_hasher_free(b->h);
+	*b = (struct blob_out){ .fd = -1 };
+	return 0;
+}
+
+static int write_blob(int blobs_fd, const char *data, size_t len, struct kiwi_descriptor *d,
+		      kiwi_err *err)
+{
+	struct blob_out b;
+	if (blob_begin(&b, blobs_fd, err) < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	if (write(b.fd, data, len) != (ssize_t)len) {
+		blob_abort(&b);
+		return kiwi_error(err, errno ? errno : EIO, "pack", "cannot write a blob");
+	}
+	kiwi_hasher_update(b.h, data, len);
+	return blob_commit(&b, d, err);
+}
+
+/* Writes the tar of dir into a blob; *diff_id is its digest. */
+static int write_tar(int dir_fd, int blobs_fd, const struct kiwi_pack_opts *o,
+		     struct kiwi_descriptor *tar, kiwi_err *err)
+{
+	struct blob_out b;
+	if (blob_begin(&b, blobs_fd, err) < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	struct sink s = { .fd = b.fd, .h = b.h };
+	struct packer p = { .a = archive_write_new(), .links = archive_entry_linkresolver_new(),
+			    .o = o, .err = err };
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	p.epoch = sde ? (time_t)strtoll(sde, NULL, 10) : 0;
+	int rc = 0;
+	/* Names are bytes on Linux: store them as they are, whatever the
+	 * locale, instead of failing to convert them to UTF-8. */
+	if (!p.a || !p.links || archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
+	    archive_write_set_format_option(p.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+	    archive_write_open(p.a, &s, NULL, sink_write, NULL) != ARCHIVE_OK)
+		rc = kiwi_error(err, ENOMEM, "pack", "cannot start the layer archive");
+	if (rc == 0) {
+		archive_entry_linkresolver_set_strategy(p.links, archive_format(p.a));
+		rc = pack_dir(&p, dir_fd, 0);
+	}
+	if (rc == 0 && archive_write_close(p.a) != ARCHIVE_OK)
+		rc = archive_fail(&p, "cannot finish");
+	archive_write_free(p.a);
+	archive_entry_linkresolver_free(p.links);
+	if (rc < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	return blob_commit(&b, tar, err);
+}
+
+/* Compresses the tar blob into another blob (libarchive's raw format:
+ * one stream, no headers). */
+static int compress_blob(int blobs_fd, const struct kiwi_descriptor *tar,
+			 enum kiwi_layer_compression comp, struct kiwi_descriptor *out, kiwi_err *err)
+{
+	_cleanup_close_ int in = openat(blobs_fd, strchr(tar->digest, ':') + 1, O_RDONLY | O_CLOEXEC);
+	struct blob_out b;
+	if (in < 0)
+		return kiwi_error(err, errno, "pack", "cannot reopen the layer");
+	if (blob_begin(&b, blobs_fd, err) < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	struct sink s = { .fd = b.fd, .h = b.h };
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	int rc = 0;
+	/* No padding after the compressed stream: readers take trailing
+	 * zeros for the header of another gzip member. */
+	if (a)
+		archive_write_set_bytes_in_last_block(a, 1);
+	if (!a || !e || archive_write_set_format_raw(a) != ARCHIVE_OK ||
+	    (comp == KIWI_LAYER_GZIP ? archive_write_add_filter_gzip(a)
+				     : archive_write_add_filter_zstd(a)) != ARCHIVE_OK ||
+	    /* No name or time in the gzip header: the same tar, the same blob. */
+	    (comp == KIWI_LAYER_GZIP && archive_write_set_filter_option(a, "gzip", "timestamp", NULL) < ARCHIVE_WARN) ||
+	    archive_write_open(a, &s, NULL, sink_write, NULL) != ARCHIVE_OK)
+		rc = kiwi_error(err, EIO, "pack", "cannot start compression: %s",
+				a ? archive_error_string(a) : "out of memory");
+	if (rc == 0) {
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_size(e, tar->size);
+		if (archive_write_header(a, e) != ARCHIVE_OK)
+			rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
+	}
+	_cleanup_free_ char *buf = malloc(CHUNK);
+	while (rc == 0) {
+		ssize_t n = buf ? read(in, buf, CHUNK) : -1;
+		if (n < 0)
+			rc = kiwi_error(err, buf ? errno : ENOMEM, "pack", "cannot read the layer");
+		else if (n == 0)
+			break;
+		else if (archive_write_data(a, buf, (size_t)n) != n)
+			rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
+	}
+	if (rc == 0 && archive_write_close(a) != ARCHIVE_OK)
+		rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
+	archive_entry_free(e);
+	archive_write_free(a);
+	if (rc < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	return blob_commit(&b, out, err);
+}
+
+static void emit_json(kiwi_json_writer *w, const kiwi_json *j)
+{
+	long long i;
+	double dbl;
+	bool b;
+	switch (kiwi_json_type_of(j)) {
+	case KIWI_JSON_OBJECT:
+		kiwi_jw_open_object(w);
+		for (size_t k = 0; k < kiwi_json_len(j); k++) {
+			kiwi_jw_key(w, kiwi_json_key_at(j, k));
+			emit_json(w, kiwi_json_at(j, k));
+		}
+		kiwi_jw_close_object(w);
+		break;
+	case KIWI_JSON_ARRAY:
+		kiwi_jw_open_array(w);
+		for (size_t k = 0; k < kiwi_json_len(j); k++)
+			emit_json(w, kiwi_json_at(j, k));
+		kiwi_jw_close_array(w);
+		break;
+	case KIWI_JSON_STRING: kiwi_jw_string(w, kiwi_json_string(j)); break;
+	case KIWI_JSON_NUMBER:
+		if (kiwi_json_int(j, &i))
+			kiwi_jw_int(w, i);
+		else if (kiwi_json_double(j, &dbl))
+			kiwi_jw_double(w, dbl);
+		break;
+	case KIWI_JSON_BOOL:
+		if (kiwi_json_bool(j, &b))
+			kiwi_jw_bool(w, b);
+		break;
+	case KIWI_JSON_NULL:
+	default: kiwi_jw_null(w); break;
+	}
+}
+
+static void emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)
+{
+	kiwi_jw_key(w, "mediaType");
+	kiwi_jw_string(w, media_type);
+	kiwi_jw_key(w, "digest");
+	kiwi_jw_string(w, d->digest);
+	kiwi_jw_key(w, "size");
+	kiwi_jw_int(w, d->size);
+}
+
+static void emit_strv(kiwi_json_writer *w, const char *key, char **v)
+{
+	if (!v)
+		return;
+	kiwi_jw_key(w, key);
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; v[i]; i++)
+		kiwi_jw_string(w, v[i]);
+	kiwi_jw_close_array(w);
+}
+
+static bool env_sets_path(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		if (!strncmp(env[i], "PATH=", 5))
+			return true;
+	return false;
+}
+
+static void emit_config(kiwi_json_writer *w, const struct kiwi_pack_opts *o, const char *os,
+			const char *arch, const char *created, const char *diff_id)
+{
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "created");
+	kiwi_jw_string(w, created);
+	kiwi_jw_key(w, "architecture");
+	kiwi_jw_string(w, arch);
+	kiwi_jw_key(w, "os");
+	kiwi_jw_string(w, os);
+	kiwi_jw_key(w, "config");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "Env");
+	kiwi_jw_open_array(w);
+	if (!env_sets_path(o->env))
+		kiwi_jw_string(w, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	for (size_t i = 0; o->env && o->env[i]; i++)
+		kiwi_jw_string(w, o->env[i]);
+	kiwi_jw_close_array(w);
+	emit_strv(w, "Entrypoint", o->entrypoint);
+	emit_strv(w, "Cmd", o->cmd);
+	if (o->working_dir) {
+		kiwi_jw_key(w, "WorkingDir");
+		kiwi_jw_string(w, o->working_dir);
+	}
+	if (o->user) {
+		kiwi_jw_key(w, "User");
+		kiwi_jw_string(w, o->user);
+	}
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "rootfs");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "type");
+	kiwi_jw_string(w, "layers");
+	kiwi_jw_key(w, "diff_ids");
+	kiwi_jw_open_array(w);
+	kiwi_jw_string(w, diff_id);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "history");
+	kiwi_jw_open_array(w);
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "created");
+	kiwi_jw_string(w, created);
+	kiwi_jw_key(w, "created_by");
+	kiwi_jw_string(w, "kiwi-rootfs pack");
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+}
+
+static const char *layer_media_type(enum kiwi_layer_compression c)
+{
+	return c == KIWI_LAYER_GZIP ? "application/vnd.oci.image.layer.v1.tar+gzip"
+	       : c == KIWI_LAYER_ZSTD ? "application/vnd.oci.image.layer.v1.tar+zstd"
+				      : "application/vnd.oci.image.layer.v1.tar";
+}
+
+static int store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err)
+{
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	return write_blob(blobs_fd, text, len, d, err);
+}
+
+/* Rewrites index.json with every entry but the one tagged tag, then ours. */
+static int update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
+			const char *os, const char *arch, kiwi_err *err)
+{
+	_cleanup_json_ kiwi_json *old = NULL;
+	_cleanup_close_ int ifd = openat(layout_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (ifd >= 0) {
+		_cleanup_free_ char *text = NULL;
+		size_t len;
+		if (kiwi_read_bounded(ifd, 4U << 20, "index.json", &text, &len, err) < 0 ||
+		    !(old = kiwi_json_parse(text, len, err)))
+			return kiwi_error_wrap(err, "the layout's index.json");
+	}
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, "pack", "out of memory");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "schemaVersion");
+	kiwi_jw_int(w, 2);
+	kiwi_jw_key(w, "mediaType");
+	kiwi_jw_string(w, "application/vnd.oci.image.index.v1+json");
+	kiwi_jw_key(w, "manifests");
+	kiwi_jw_open_array(w);
+	const kiwi_json *list = kiwi_json_get(old, "manifests");
+	for (size_t i = 0; i < kiwi_json_len(list); i++) {
+		const kiwi_json *e = kiwi_json_at(list, i);
+		const char *ref = kiwi_json_string(kiwi_json_get(kiwi_json_get(e, "annotations"),
+								 KIWI_OCI_REF_ANNOTATION));
+		if (!ref || strcmp(ref, tag))
+			emit_json(w, e);
+	}
+	kiwi_jw_open_object(w);
+	emit_descriptor(w, "application/vnd.oci.image.manifest.v1+json", m);
+	kiwi_jw_key(w, "platform");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "architecture");
+	kiwi_jw_string(w, arch);
+	kiwi_jw_key(w, "os");
+	kiwi_jw_string(w, os);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "annotations");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, KIWI_OCI_REF_ANNOTATION);
+	kiwi_jw_string(w, tag);
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	_cleanup_close_ int fd = openat(layout_fd, ".index.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 ||
+	    renameat(layout_fd, ".index.json.tmp", layout_fd, "index.json") < 0) {
+		int e = errno ? errno : EIO;
+		unlinkat(layout_fd, ".index.json.tmp", 0);
+		return kiwi_error(err, e, "pack", "cannot write index.json");
+	}
+	return 0;
+}
+
+static int prepare_layout(const char *path, bool *created, kiwi_err *err)
+{
+	*created = mkdir(path, 0755) == 0;
+	if (!*created && errno != EEXIST)
+		return kiwi_error(err, errno, "pack", "cannot create the layout `%s`", path);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return kiwi_error(err, errno, "pack", "cannot open the layout `%s`", path);
+	if ((mkdirat(fd, "blobs", 0755) < 0 && errno != EEXIST) ||
+	    (mkdirat(fd, "blobs/sha256", 0755) < 0 && errno != EEXIST))
+		return kiwi_error(err, errno, "pack", "cannot create `%s/blobs/sha256`", path);
+	static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+	_cleanup_close_ int lfd = openat(fd, "oci-layout", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (lfd < 0 && errno != EEXIST)
+		return kiwi_error(err, errno, "pack", "cannot create `%s/oci-layout`", path);
+	if (lfd >= 0 && write(lfd, layout, sizeof(layout) - 1) != (ssize_t)sizeof(layout) - 1)
+		return kiwi_error(err, errno ? errno : EIO, "pack", "cannot write `%s/oci-layout`", path);
+	return TAKE_FD(fd);
+}
+
+static void format_created(const struct kiwi_pack_opts *o, char *out, size_t len)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	time_t t = o->reproducible ? (sde ? (time_t)strtoll(sde, NULL, 10) : 0) : time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct kiwi_pack_opts *o,
+		     char *digest_out, kiwi_err *err)
+{
+	_cleanup_close_ int blobs_fd = openat(layout_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (blobs_fd < 0)
+		return kiwi_error(err, errno, "pack", "cannot open blobs/sha256");
+	char plat[128];
+	snprintf(plat, sizeof(plat), "%s", o->platform ? o->platform : KIWI_OCI_DEFAULT_PLATFORM);
+	char *slash = strchr(plat, '/');
+	if (!slash || !slash[1] || slash == plat)
+		return kiwi_error(err, EINVAL, "pack", "platform `%s` is not os/arch", plat);
+	*slash = '\0';
+	struct kiwi_descriptor tar = { 0 }, layer = { 0 }, config = { 0 }, manifest = { 0 };
+	if (write_tar(dir_fd, blobs_fd, o, &tar, err) < 0)
+		return -1;
+	if (o->compression == KIWI_LAYER_TAR)
+		layer = tar;
+	else if (compress_blob(blobs_fd, &tar, o->compression, &layer, err) < 0)
+		return -1;
+	else
+		unlinkat(blobs_fd, strchr(tar.digest, ':') + 1, 0);
+	char created[40];
+	format_created(o, created, sizeof(created));
+	_cleanup_jw_ kiwi_json_writer *cw = kiwi_jw_new(false);
+	_cleanup_jw_ kiwi_json_writer *mw = kiwi_jw_new(false);
+	if (!cw || !mw)
+		return kiwi_error(err, ENOMEM, "pack", "out of memory");
+	emit_config(cw, o, plat, slash + 1, created, tar.digest);
+	if (store_json(blobs_fd, cw, &config, err) < 0)
+		return -1;
+	kiwi_jw_open_object(mw);
+	kiwi_jw_key(mw, "schemaVersion");
+	kiwi_jw_int(mw, 2);
+	kiwi_jw_key(mw, "mediaType");
+	kiwi_jw_string(mw, "application/vnd.oci.image.manifest.v1+json");
+	kiwi_jw_key(mw, "config");
+	kiwi_jw_open_object(mw);
+	emit_descriptor(mw, "application/vnd.oci.image.config.v1+json", &config);
+	kiwi_jw_close_object(mw);
+	kiwi_jw_key(mw, "layers");
+	kiwi_jw_open_array(mw);
+	kiwi_jw_open_object(mw);
+	emit_descriptor(mw, layer_media_type(o->compression), &layer);
+	kiwi_jw_close_object(mw);
+	kiwi_jw_close_array(mw);
+	kiwi_jw_close_object(mw);
+	if (store_json(blobs_fd, mw, &manifest, err) < 0 ||
+	    update_index(layout_fd, tag, &manifest, plat, slash + 1, err) < 0)
+		return -1;
+	if (digest_out)
+		memcpy(digest_out, manifest.digest, KIWI_DIGEST_MAX);
+	return 0;
+}
+
 int kiwi_image_pack(const char *dir, const char *ref, const struct kiwi_pack_opts *o,
 		    char *digest_out, kiwi_err *err)
 {
-	(void)dir; (void)ref; (void)o; (void)digest_out;
-	return kiwi_error(err, ENOSYS, "pack", "todo");
+	_cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0)
+		return kiwi_error(err, errno, "pack", "cannot open the directory `%s`", dir);
+	struct kiwi_image_ref r;
+	if (kiwi_image_ref_parse(ref, &r, err) < 0)
+		return -1;
+	if (r.digest) {
+		kiwi_image_ref_clear(&r);
+		return kiwi_error(err, EINVAL, "pack", "`%s`: pack takes a tag, not a digest", ref);
+	}
+	bool created;
+	int layout_fd = prepare_layout(r.path, &created, err);
+	int rc = layout_fd < 0 ? -1 : pack_into(dir_fd, layout_fd, r.tag ? r.tag : "latest", o, digest_out, err);
+	if (layout_fd >= 0)
+		close(layout_fd);
+	/* A layout this call created goes away whole on failure. */
+	if (rc < 0 && created) {
+		kiwi_err ignored;
+		kiwi_remove_tree_at(AT_FDCWD, r.path, &ignored);
+	}
+	kiwi_image_ref_clear(&r);
+	return rc;
 }

@@ -20,7 +20,7 @@ int cmd_gc(int argc, char **argv)
 	const char *cache_dir = NULL;
 	int64_t older = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_CACHE_DIR: cache_dir = optarg; break;
 		case OPT_OLDER: {

@@ -16,7 +16,7 @@ int cmd_inspect(int argc, char **argv)
 	};
 	const char *platform = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': platform = optarg; break;
 		case 'j': cli_json = true; break; /* the output is JSON either way */

@@ -121,7 +121,7 @@ int cmd_unpack(int argc, char **argv)
 	bool cache = false;
 	const char *cache_dir = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': o.platform = optarg; break;
 		case OPT_MAX_SIZE:

@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pack -> unpack is lossless; pack --reproducible is byte-stable; layers,
+whiteouts and selection behave as the image spec says."""
+import hashlib
+import json
+import os
+import stat
+import tarfile
+
+import pytest
+
+from ocilib import MT_GZIP, MT_TAR, MT_ZSTD, snapshot, tar_bytes, write_layout
+
+
+def build_tree(root, owners=True):
+    root.mkdir()
+    (root / "etc").mkdir()
+    (root / "etc/hosts").write_text("127.0.0.1 localhost\n")
+    (root / "bin").mkdir()
+    tool = root / "bin/tool"
+    tool.write_bytes(b"#!/bin/sh\necho hi\n")
+    os.chmod(tool, 0o4755)
+    (root / "secret").write_text("s")
+    os.chmod(root / "secret", 0o600)
+    (root / "tmp").mkdir()
+    os.chmod(root / "tmp", 0o1777)
+    (root / "private").mkdir()
+    (root / "private/inner").write_text("in")
+    os.chmod(root / "private", 0o700)
+    (root / "big").write_bytes(hashlib.sha256(b"seed").digest() * 40000)
+    (root / "empty").write_bytes(b"")
+    with open(root / "sparse", "wb") as f:
+        f.seek(3 << 20)
+        f.write(b"end")
+    (root / "name with spaces é").write_text("u")
+    os.symlink("/etc/hosts", root / "abs-link")
+    os.symlink("../etc/hosts", root / "bin/rel-link")
+    os.symlink("nowhere", root / "dangling")
+    os.link(root / "etc/hosts", root / "etc/hosts.hard")
+    os.mkfifo(root / "fifo")
+    os.setxattr(root / "etc/hosts", "user.kiwi", b"value")
+    if owners:
+        os.chown(root / "secret", 1234, 5678)
+        os.lchown(root / "abs-link", 42, 43)
+        os.mknod(root / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.utime(root / "etc/hosts", ns=(1_600_000_000_123_456_789, 1_600_000_000_123_456_789))
+    os.utime(root / "etc", (1_500_000_000, 1_500_000_000))
+    return root
+
+
+def full_snapshot(root):
+    snap = snapshot(root)
+    for rel, info in snap.items():
+        p = os.path.join(root, rel)
+        info["mtime"] = os.lstat(p).st_mtime_ns
+        if not os.path.islink(p):
+            info["xattrs"] = {k: os.getxattr(p, k) for k in os.listxattr(p)}
+    return snap
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return build_tree(tmp_path / "tree", owners=os.geteuid() == 0)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd", "none"])
+def test_pack_unpack_lossless(run, tmp_path, tree, compression):
+    layout = tmp_path / "layout"
+    p = run("pack", str(tree), f"{layout}:v1", "--compression", compression, "--entrypoint", "/bin/tool",
+            "--cmd", "-x", "--env", "A=b", "--workdir", "/tmp", "--user", "1000:1000", check=0)
+    digest = p.stdout.strip()
+    out = tmp_path / "out"
+    run("unpack", f"{layout}@{digest}", str(out), check=0)
+    assert full_snapshot(out) == full_snapshot(tree)
+    assert os.stat(out / "etc/hosts").st_ino == os.stat(out / "etc/hosts.hard").st_ino
+    assert os.stat(out / "sparse").st_blocks * 512 < (1 << 20), "sparse file was filled in"
+    info = json.loads(run("inspect", f"{layout}:v1", check=0).stdout)
+    assert info["manifest"]["digest"] == digest
+    assert info["runtime"]["Entrypoint"] == ["/bin/tool"] and info["runtime"]["Cmd"] == ["-x"]
+    assert "A=b" in info["runtime"]["Env"] and info["runtime"]["WorkingDir"] == "/tmp"
+    assert info["runtime"]["User"] == "1000:1000" and len(info["layers"]) == 1
+
+
+def test_reproducible(run, tmp_path, tree):
+    a = run("pack", "--reproducible", str(tree), f"{tmp_path / 'a'}:t", check=0).stdout
+    os.utime(tree / "etc/hosts", (1, 1))
+    b = run("pack", "--reproducible", str(tree), f"{tmp_path / 'b'}:t", check=0).stdout
+    assert a == b
+    c = run("pack", str(tree), f"{tmp_path / 'c'}:t", check=0).stdout
+    assert a != c  # without --reproducible the mtimes are kept
+
+
+def test_oci_archive(run, tmp_path, tree):
+    layout = tmp_path / "layout"
+    run("pack", str(tree), f"{layout}:v1", check=0)
+    archive = tmp_path / "image.tar"
+    with tarfile.open(archive, "w") as t:
+        for name in sorted(os.listdir(layout)):
+            t.add(layout / name, arcname=name)
+    out = tmp_path / "out"
+    run("unpack", f"{archive}:v1", str(out), check=0)
+    assert full_snapshot(out) == full_snapshot(tree)
+
+
+def test_pack_failure_leaves_nothing(run, tmp_path):
+    layout = tmp_path / "layout"
+    p = run("pack", str(tmp_path / "missing"), f"{layout}:v1")
+    assert p.returncode == 125 and "missing" in p.stderr and not layout.exists()
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "unreadable").write_text("x")
+    os.chmod(tree / "unreadable", 0)
+    if os.geteuid() != 0:
+        p = run("pack", str(tree), f"{layout}:v1")
+        assert p.returncode == 125 and not layout.exists()
+
+
+def test_layers_whiteouts(run, tmp_path):
+    img = tmp_path / "img"
+    l1 = tar_bytes([("dir", "d"), ("file", "d/lower", "1"), ("dir", "d/sub"), ("file", "d/sub/x", "1"),
+                    ("file", "gone", "1"), ("dir", "gonedir"), ("file", "gonedir/f", "1"),
+                    ("dir", "keep"), ("file", "keep/a", "1"), ("file", "replaced", "file")])
+    l2 = tar_bytes([("dir", "d"), ("file", "d/new", "2"), ("file", "d/.wh..wh..opq", ""),
+                    ("file", ".wh.gone", ""), ("file", ".wh.gonedir", ""), ("file", "keep/b", "2"),
+                    ("dir", "replaced"), ("file", "replaced/now-a-dir", "2")])
+    l3 = tar_bytes([("file", "d/sub", "now a file"), ("file", "gone", "back")])
+    write_layout(str(img), [(MT_GZIP, l1), (MT_ZSTD, l2), (MT_TAR, l3)])
+    out = tmp_path / "out"
+    run("unpack", f"{img}:latest", str(out), check=0)
+    files = sorted(os.path.relpath(os.path.join(d, n), out)
+                   for d, ds, fs in os.walk(out) for n in ds + fs)
+    assert files == ["d", "d/new", "d/sub", "gone", "keep", "keep/a", "keep/b",
+                     "replaced", "replaced/now-a-dir"]
+    assert (out / "d/sub").read_text() == "now a file" and (out / "gone").read_text() == "back"
+
+
+def test_selection(run, tmp_path, tree):
+    layout = tmp_path / "layout"
+    d1 = run("pack", str(tree), f"{layout}:one", check=0).stdout.strip()
+    (tree / "extra").write_text("x")
+    d2 = run("pack", str(tree), f"{layout}:two", check=0).stdout.strip()
+    assert d1 != d2
+    p = run("unpack", str(layout), str(tmp_path / "o"))
+    assert p.returncode == 125 and "several" in p.stderr and "one, two" in p.stderr
+    run("unpack", f"{layout}:two", str(tmp_path / "o2"), check=0)
+    assert (tmp_path / "o2/extra").exists()
+    run("unpack", f"{layout}@{d1}", str(tmp_path / "o1"), check=0)
+    assert not (tmp_path / "o1/extra").exists()
+    p = run("unpack", "--platform", "linux/arm64", f"{layout}:one", str(tmp_path / "o3"))
+    assert p.returncode == 125 and "platform linux/arm64" in p.stderr
+    run("pack", "--platform", "linux/arm64", str(tree), f"{layout}:one", check=0)
+    run("unpack", "--platform", "linux/arm64", f"{layout}:one", str(tmp_path / "o4"), check=0)
+
+
+def test_json_output(run, tmp_path, tree):
+    layout = tmp_path / "layout"
+    run("pack", str(tree), f"{layout}:v1", check=0)
+    p = run("unpack", "--json", f"{layout}:v1", str(tmp_path / "o"), check=0)
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    assert events[-1]["event"] == "unpacked" and events[-1]["layers"] == 1
+    assert events[-1]["entries"] >= 15
+    p = run("unpack", "--json", f"{layout}:nope", str(tmp_path / "o2"))
+    assert p.returncode == 125 and json.loads(p.stdout)["event"] == "error"
