@@ -123,7 +123,7 @@ echo "- command: bench/start.sh --runs $runs --batch-reps $batch_reps --batches 
 echo
 
 ref=()
-[ "$no_kiwi" = 1 ] || ref=(--ref kiwi)
+[ "$no_kiwi" = 1 ] || ref=(--ref kiwi --goals kiwi)
 set +e
 "$work/startbench" --runs "$runs" --batch-reps "$batch_reps" --batches "$batches" --rss-runs "$rss_runs" \
   "${ref[@]}" --hide-cgroup2 crun --seq-only forkexec "${tools[@]}"

@@ -372,7 +372,7 @@ static double lpct(const long *v, int n, double p)
 
 static void report_sequential(int runs, int warmup)
 {
-	printf("## Sequential start of /bin/true (%d runs per tool, round-robin, %d warm-up rounds dropped)\n\n",
+	printf("## Sequential starts (%d runs per tool, round-robin, %d warm-up rounds dropped)\n\n",
 	       runs, warmup);
 	printf("| tool | median ms | min ms | p90 ms | max ms | cpu ms (median, user+sys of tree) | failures |\n");
 	printf("|---|---:|---:|---:|---:|---:|---:|\n");
@@ -474,8 +474,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: startbench [--runs N] [--warmup N] [--batches 1,10,50,200] [--batch-reps N]\n"
-		"                  [--rss-runs N] [--ref NAME] [--hide-cgroup2 NAME]... [--seq-only NAME]...\n"
-		"                  NAME=CMD ARG... [NAME=CMD ARG...]...\n");
+		"                  [--rss-runs N] [--ref NAME] [--goals NAME] [--hide-cgroup2 NAME]...\n"
+		"                  [--seq-only NAME]... NAME=CMD ARG... [NAME=CMD ARG...]...\n"
+		"--batches none skips the batch phase; --goals NAME checks issue 2's goals for NAME\n");
 	exit(2);
 }
 
@@ -483,7 +484,7 @@ int main(int argc, char **argv)
 {
 	int runs = 200, warmup = 5, reps = 5, rss_runs = 20;
 	int sizes[MAX_BATCHES] = {1, 10, 50, 200}, nsizes = 4;
-	const char *ref = NULL;
+	const char *ref = NULL, *goals = NULL;
 	const char *hide[MAX_TOOLS], *seq_only[MAX_TOOLS];
 	int nhide = 0, nseq = 0;
 
@@ -511,8 +512,12 @@ int main(int argc, char **argv)
 			hide[nhide++] = v;
 		else if (strcmp(a, "--seq-only") == 0)
 			seq_only[nseq++] = v;
+		else if (strcmp(a, "--goals") == 0)
+			goals = v;
 		else if (strcmp(a, "--batches") == 0) {
 			nsizes = 0;
+			if (strcmp(v, "none") == 0)
+				continue;
 			char *copy = strdup(v), *save = NULL;
 			for (char *w = strtok_r(copy, ",", &save); w && nsizes < MAX_BATCHES;
 			     w = strtok_r(NULL, ",", &save))
@@ -564,8 +569,8 @@ int main(int argc, char **argv)
 	if (nsizes)
 		report_batches(sizes, nsizes, reps);
 	report_rss(rss_runs);
-	if (ref)
-		report_goals(ref);
+	if (goals)
+		report_goals(goals);
 	printf("Phase wall times: sequential %.1f s, batches %.1f s, rss %.1f s.\n\n", (t1 - t0) / 1e3,
 	       (t2 - t1) / 1e3, (t3 - t2) / 1e3);
 
