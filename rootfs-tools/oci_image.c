@@ -2,6 +2,7 @@
 /* Image layouts: references, index walking, manifest and config parsing. */
 #include "kiwi/oci_image.h"
 #include "kiwi/cleanup.h"
+#include "oci_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -428,8 +429,10 @@ int kiwi_image_load(int layout_fd, const char *tag, const char *digest, const ch
 	return 0;
 }
 
-static void write_strv(kiwi_json_writer *w, const char *key, char **v)
+void kiwi_oci_write_strv(kiwi_json_writer *w, const char *key, char **v, bool null_if_unset)
 {
+	if (!v && !null_if_unset)
+		return;
 	kiwi_jw_key(w, key);
 	if (!v) {
 		kiwi_jw_null(w);
@@ -456,9 +459,9 @@ static void write_descriptor(kiwi_json_writer *w, const struct kiwi_descriptor *
 /* The run-time defaults, as the keys of an image config's "config". */
 static void write_config_fields(kiwi_json_writer *w, const struct kiwi_image_config *c)
 {
-	write_strv(w, "Env", c->env);
-	write_strv(w, "Entrypoint", c->entrypoint);
-	write_strv(w, "Cmd", c->cmd);
+	kiwi_oci_write_strv(w, "Env", c->env, true);
+	kiwi_oci_write_strv(w, "Entrypoint", c->entrypoint, true);
+	kiwi_oci_write_strv(w, "Cmd", c->cmd, true);
 	kiwi_jw_key(w, "WorkingDir");
 	kiwi_jw_string(w, c->working_dir);
 	kiwi_jw_key(w, "User");

@@ -20,4 +20,7 @@ int kiwi_oci_mkdir_p(const char *path, mode_t mode, kiwi_err *err);
 /* Splits path into its directory (opened, O_PATH) and last component. */
 int kiwi_oci_open_parent(const char *path, char **base, kiwi_err *err);
 
+/* Writes key: [v...]; when v is NULL, key: null or nothing at all. */
+void kiwi_oci_write_strv(kiwi_json_writer *w, const char *key, char **v, bool null_if_unset);
+
 #endif

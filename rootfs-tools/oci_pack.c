@@ -400,17 +400,6 @@ static void emit_descriptor(kiwi_json_writer *w, const char *media_type, const s
 	kiwi_jw_int(w, d->size);
 }
 
-static void emit_strv(kiwi_json_writer *w, const char *key, char **v)
-{
-	if (!v)
-		return;
-	kiwi_jw_key(w, key);
-	kiwi_jw_open_array(w);
-	for (size_t i = 0; v[i]; i++)
-		kiwi_jw_string(w, v[i]);
-	kiwi_jw_close_array(w);
-}
-
 static bool env_sets_path(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
@@ -438,8 +427,8 @@ static void emit_config(kiwi_json_writer *w, const struct kiwi_pack_opts *o, con
 	for (size_t i = 0; o->env && o->env[i]; i++)
 		kiwi_jw_string(w, o->env[i]);
 	kiwi_jw_close_array(w);
-	emit_strv(w, "Entrypoint", o->entrypoint);
-	emit_strv(w, "Cmd", o->cmd);
+	kiwi_oci_write_strv(w, "Entrypoint", o->entrypoint, false);
+	kiwi_oci_write_strv(w, "Cmd", o->cmd, false);
 	if (o->working_dir) {
 		kiwi_jw_key(w, "WorkingDir");
 		kiwi_jw_string(w, o->working_dir);
