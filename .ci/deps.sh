@@ -10,6 +10,7 @@ pkgs=(
   busybox-static iproute2 procps util-linux passwd python3 python3-pytest mandoc
   crun bubblewrap hyperfine
   qemu-system-x86 cpio kmod xz-utils zstd
+  umoci skopeo debootstrap
 )
 missing=()
 for p in "${pkgs[@]}"; do
