@@ -38,7 +38,7 @@ done
 
 fail() { echo "start.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "run as root"
-for t in crun bwrap unshare cc; do
+for t in crun bwrap unshare cc python3; do
   command -v "$t" >/dev/null || fail "$t is missing (bash .ci/deps.sh installs the peers)"
 done
 
@@ -63,44 +63,58 @@ cc -O2 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$work/startbench" "$he
 # crun bundle, as close to kiwi-run's defaults as OCI allows: the same
 # rootfs read-only; user (0->0, one id, as kiwi-run maps root), mount, pid,
 # net, uts, ipc and cgroup namespaces; no capabilities; no_new_privs;
-# hostname kiwi; fresh /proc; tmpfs /dev (crun binds null, zero, full, tty,
-# random, urandom into it), devpts newinstance, /dev/shm and /tmp tmpfs;
-# /sys read-only (kiwi-run mounts it so); no seccomp; no linux.resources, so
-# no cgroup is created or written.
+# hostname kiwi; fresh /proc with kiwi-run's read-only and masked paths;
+# tmpfs /dev (crun binds null, zero, full, tty, random, urandom into it),
+# devpts newinstance, /dev/shm and /tmp tmpfs; /sys read-only; kiwi-run's
+# own default seccomp profile (seccomp-profiles/default.json, OCI format);
+# no linux.resources, so no cgroup is created or written.
 mkdir -p "$work/bundle" "$work/crun-state"
-cat > "$work/bundle/config.json" <<EOF
-{
+python3 - "$rootfs" "$repo/seccomp-profiles/default.json" "$work/bundle/config.json" <<'PY'
+import json, sys
+rootfs, profile, out = sys.argv[1:]
+proc_ro = ["sys", "sysrq-trigger", "irq", "bus", "fs"]
+proc_masked = ["kcore", "keys", "timer_list", "sched_debug", "latency_stats", "timer_stats", "acpi",
+               "scsi", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "config.gz"]
+tmpfs = lambda dst, src, opts: {"destination": dst, "type": "tmpfs", "source": src, "options": opts}
+cfg = {
   "ociVersion": "1.0.0",
   "process": {
-    "terminal": false,
+    "terminal": False,
     "user": {"uid": 0, "gid": 0},
     "args": ["/bin/true"],
     "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"],
     "cwd": "/",
-    "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []},
-    "noNewPrivileges": true
+    "capabilities": {k: [] for k in ("bounding", "effective", "inheritable", "permitted", "ambient")},
+    "noNewPrivileges": True,
   },
-  "root": {"path": "$rootfs", "readonly": true},
+  "root": {"path": rootfs, "readonly": True},
   "hostname": "kiwi",
   "mounts": [
     {"destination": "/proc", "type": "proc", "source": "proc"},
-    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-    {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-    {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-    {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
-    {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}
+    tmpfs("/dev", "tmpfs", ["nosuid", "strictatime", "mode=755", "size=256k"]),
+    {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+     "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+    tmpfs("/dev/shm", "shm", ["nosuid", "noexec", "nodev", "mode=1777"]),
+    tmpfs("/tmp", "tmpfs", ["nosuid", "nodev", "mode=1777"]),
+    {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
   ],
   "linux": {
     "uidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
     "gidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
-    "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"},
-                   {"type": "user"}, {"type": "mount"}, {"type": "cgroup"}]
-  }
+    "namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "user", "mount", "cgroup")],
+    "maskedPaths": ["/proc/" + p for p in proc_masked] + ["/sys/firmware"],
+    "readonlyPaths": ["/proc/" + p for p in proc_ro],
+    "seccomp": json.load(open(profile)),
+  },
 }
-EOF
+json.dump(cfg, open(out, "w"), indent=1)
+PY
 
 tools=()
-[ "$no_kiwi" = 1 ] || tools+=("kiwi=$kiwi run --rootfs $rootfs -- /bin/true")
+[ "$no_kiwi" = 1 ] || tools+=(
+  "kiwi=$kiwi run --rootfs $rootfs -- /bin/true"
+  "kiwi-noseccomp=$kiwi run --rootfs $rootfs --seccomp unconfined -- /bin/true"
+)
 tools+=(
   "crun=crun --root $work/crun-state --cgroup-manager=disabled run --bundle $work/bundle startbench-{n}"
   "bwrap=bwrap --unshare-all --die-with-parent --ro-bind $rootfs / --proc /proc --dev /dev --tmpfs /tmp /bin/true"
@@ -123,7 +137,7 @@ echo "- command: bench/start.sh --runs $runs --batch-reps $batch_reps --batches 
 echo
 
 ref=()
-[ "$no_kiwi" = 1 ] || ref=(--ref kiwi --goals kiwi)
+[ "$no_kiwi" = 1 ] || ref=(--ref kiwi --goals kiwi --seq-only kiwi-noseccomp --quiet kiwi-noseccomp)
 set +e
 "$work/startbench" --runs "$runs" --batch-reps "$batch_reps" --batches "$batches" --rss-runs "$rss_runs" \
   "${ref[@]}" --hide-cgroup2 crun --seq-only forkexec "${tools[@]}"

@@ -50,6 +50,7 @@ struct tool {
 	int argc;
 	bool hide_cgroup2;
 	bool seq_only;         /* no batch phase */
+	bool quiet;            /* stderr to /dev/null too */
 	double *ms;            /* sequential wall times */
 	double *cpu_ms;        /* sequential user+sys of the tree */
 	int n;
@@ -154,7 +155,7 @@ static void child_exec(const struct tool *t, char **argv, bool traceme)
 {
 	if (t->hide_cgroup2 && setns(hidden_mntns, CLONE_NEWNS) < 0)
 		_exit(121);
-	if (dup2(devnull, STDOUT_FILENO) < 0)
+	if (dup2(devnull, STDOUT_FILENO) < 0 || (t->quiet && dup2(devnull, STDERR_FILENO) < 0))
 		_exit(122);
 	if (traceme && ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
 		_exit(123);
@@ -475,7 +476,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: startbench [--runs N] [--warmup N] [--batches 1,10,50,200] [--batch-reps N]\n"
 		"                  [--rss-runs N] [--ref NAME] [--goals NAME] [--hide-cgroup2 NAME]...\n"
-		"                  [--seq-only NAME]... NAME=CMD ARG... [NAME=CMD ARG...]...\n"
+		"                  [--seq-only NAME]... [--quiet NAME]... NAME=CMD ARG... [NAME=CMD ARG...]...\n"
 		"--batches none skips the batch phase; --goals NAME checks issue 2's goals for NAME\n");
 	exit(2);
 }
@@ -485,8 +486,8 @@ int main(int argc, char **argv)
 	int runs = 200, warmup = 5, reps = 5, rss_runs = 20;
 	int sizes[MAX_BATCHES] = {1, 10, 50, 200}, nsizes = 4;
 	const char *ref = NULL, *goals = NULL;
-	const char *hide[MAX_TOOLS], *seq_only[MAX_TOOLS];
-	int nhide = 0, nseq = 0;
+	const char *hide[MAX_TOOLS], *seq_only[MAX_TOOLS], *quiet[MAX_TOOLS];
+	int nhide = 0, nseq = 0, nquiet = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -495,7 +496,7 @@ int main(int argc, char **argv)
 			parse_tool(argv[i]);
 			continue;
 		}
-		if (!v || nhide == MAX_TOOLS || nseq == MAX_TOOLS)
+		if (!v || nhide == MAX_TOOLS || nseq == MAX_TOOLS || nquiet == MAX_TOOLS)
 			usage();
 		i++;
 		if (strcmp(a, "--runs") == 0)
@@ -512,6 +513,8 @@ int main(int argc, char **argv)
 			hide[nhide++] = v;
 		else if (strcmp(a, "--seq-only") == 0)
 			seq_only[nseq++] = v;
+		else if (strcmp(a, "--quiet") == 0)
+			quiet[nquiet++] = v;
 		else if (strcmp(a, "--goals") == 0)
 			goals = v;
 		else if (strcmp(a, "--batches") == 0) {
@@ -538,6 +541,12 @@ int main(int argc, char **argv)
 		if (!t)
 			usage();
 		t->seq_only = true;
+	}
+	for (int i = 0; i < nquiet; i++) {
+		struct tool *t = find_tool(quiet[i]);
+		if (!t)
+			usage();
+		t->quiet = true;
 	}
 	if (nhide)
 		make_hidden_mntns();
