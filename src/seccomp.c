@@ -29,7 +29,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -165,6 +169,33 @@ static int get_uint(struct compiler *c, const kiwi_json *v, const char *where,
 		return bad(c, where, "must be an integer from 0 to %llu", max);
 	*out = (unsigned long long)n;
 	return 0;
+}
+
+/* Short reads are retried; end of file early is EIO. */
+static bool read_all(int fd, void *buf, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = read(fd, (char *)buf + done, len - done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			errno = EIO;
+		if (r <= 0)
+			return false;
+		done += (size_t)r;
+	}
+	return true;
+}
+
+static struct kiwi_seccomp *alloc_filter(size_t n_insns, unsigned int flags)
+{
+	struct kiwi_seccomp *f = malloc(sizeof(*f) + n_insns * sizeof(struct sock_filter));
+	if (!f)
+		return NULL;
+	f->prog.len = (unsigned short)n_insns;
+	f->prog.filter = f->insns;
+	f->flags = flags;
+	return f;
 }
 
 /* ---- actions, architectures, operators, flags ---- */
@@ -555,14 +586,8 @@ static int export_bpf(struct compiler *c, struct sock_filter **out, size_t *n)
 	_cleanup_free_ struct sock_filter *insns = malloc((size_t)st.st_size);
 	if (!insns)
 		return kiwi_error(c->err, ENOMEM, "seccomp", "cannot allocate %lld bytes", (long long)st.st_size);
-	for (off_t done = 0; done < st.st_size;) {
-		ssize_t r = pread(fd, (char *)insns + done, (size_t)(st.st_size - done), done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return kiwi_error(c->err, r < 0 ? errno : EIO, "seccomp", "reading back the BPF export");
-		done += r;
-	}
+	if (lseek(fd, 0, SEEK_SET) < 0 || !read_all(fd, insns, (size_t)st.st_size))
+		return kiwi_error(c->err, errno, "seccomp", "reading back the BPF export");
 	*n = (size_t)st.st_size / sizeof(struct sock_filter);
 	*out = TAKE_PTR(insns);
 	return 0;
@@ -626,7 +651,7 @@ static int finish(struct compiler *c, struct kiwi_seccomp **out)
 	if (total > BPF_MAXINSNS)
 		return kiwi_error(c->err, E2BIG, "seccomp", "profile `%s`: the filter needs %zu instructions, "
 				  "the kernel takes %d", c->origin, total, BPF_MAXINSNS);
-	struct kiwi_seccomp *f = malloc(sizeof(*f) + total * sizeof(struct sock_filter));
+	struct kiwi_seccomp *f = alloc_filter(total, c->flags);
 	if (!f)
 		return kiwi_error(c->err, ENOMEM, "seccomp", "cannot allocate the filter");
 	memcpy(f->insns, prefix, n_prefix * sizeof(*prefix));
@@ -636,9 +661,6 @@ static int finish(struct compiler *c, struct kiwi_seccomp **out)
 		if (ins->code == (BPF_RET | BPF_K) && ins->k == PLACEHOLDER_DEFAULT)
 			ins->k = c->default_action;
 	}
-	f->prog.len = (unsigned short)total;
-	f->prog.filter = f->insns;
-	f->flags = c->flags;
 	*out = f;
 	return 0;
 }
@@ -704,23 +726,192 @@ static int compile_tree(const kiwi_json *j, const char *origin, struct kiwi_secc
 	return finish(&c, out);
 }
 
+/* ---- the cache of compiled programs ----
+ * Compiling the default profile costs 2-3 ms (libseccomp's rule database
+ * and BPF generation), most of a sandbox start's budget of ~4 ms, so finished
+ * programs are kept in a per-user directory. An entry holds the whole
+ * profile text and the environment that shaped the program, and is used
+ * only when both match byte for byte: the file name's hash just finds it,
+ * so a collision costs a recompile, never a wrong filter. Entries are
+ * trusted only in a directory and file owned by us and writable by no one
+ * else. Any failure here falls back to compiling. */
+
+#define CACHE_MAGIC "kiwi-seccomp-v1\n"
+
+struct cache_header {
+	char magic[16];
+	uint32_t env_len, text_len, flags, n_insns;
+};
+
+/* What, besides the text, decides the program: this build of the compiler,
+ * the libseccomp it uses, the architecture, and the kernel (minKernel). */
+static void cache_env(char *buf, size_t len)
+{
+	const struct scmp_version *v = seccomp_version();
+	struct utsname u;
+	if (uname(&u) < 0)
+		u.release[0] = '\0';
+#ifndef KIWI_VERSION
+#define KIWI_VERSION "dev"
+#endif
+	path(buf, len, "kiwi-run %s built %s %s; libseccomp %u.%u.%u; arch %#x; kernel %s",
+	     KIWI_VERSION, __DATE__, __TIME__, v->major, v->minor, v->micro, seccomp_arch_native(),
+	     u.release);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* secure_getenv: a setuid kiwi-run must not let its caller pick where it
+ * reads filters from or creates files. */
+static bool cache_dir(char *buf, size_t len)
+{
+	const char *env = secure_getenv("KIWI_SECCOMP_CACHE_DIR");
+	const char *base;
+	if (env)
+		return *env && strcmp(env, "off") && (size_t)snprintf(buf, len, "%s", env) < len;
+	if (geteuid() == 0)
+		return (size_t)snprintf(buf, len, "/var/cache/kiwi-run/seccomp") < len;
+	if ((base = secure_getenv("XDG_CACHE_HOME")) && base[0] == '/')
+		return (size_t)snprintf(buf, len, "%s/kiwi-run/seccomp", base) < len;
+	if ((base = secure_getenv("HOME")) && base[0] == '/')
+		return (size_t)snprintf(buf, len, "%s/.cache/kiwi-run/seccomp", base) < len;
+	return false;
+}
+
+static bool ours(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022);
+}
+
+/* Opens the cache directory (creating it, mode 0700, when create is set). */
+static int cache_open_dir(bool create)
+{
+	char dir[PATH_MAX];
+	if (!cache_dir(dir, sizeof(dir)))
+		return -1;
+	for (char *slash = dir + 1; create && (slash = strchr(slash, '/')); slash++) {
+		*slash = '\0';
+		(void)mkdir(dir, 0700);
+		*slash = '/';
+	}
+	if (create)
+		(void)mkdir(dir, 0700);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !ours(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void cache_name(const char *env, const char *text, size_t len, char *name, size_t n)
+{
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, env, strlen(env));
+	path(name, n, "%016llx.bpf", (unsigned long long)fnv1a(h, text, len));
+}
+
+static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
+{
+	char env[512], name[32];
+	cache_env(env, sizeof(env));
+	cache_name(env, text, len, name, sizeof(name));
+	_cleanup_close_ int dir = cache_open_dir(false);
+	if (dir < 0)
+		return NULL;
+	_cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct cache_header h;
+	if (fd < 0 || !ours(fd) || !read_all(fd, &h, sizeof(h)) || memcmp(h.magic, CACHE_MAGIC, 16) ||
+	    h.env_len != strlen(env) || h.text_len != len || !h.n_insns || h.n_insns > BPF_MAXINSNS)
+		return NULL;
+	_cleanup_free_ char *stored = malloc(h.env_len + h.text_len);
+	_cleanup_free_ struct kiwi_seccomp *f = alloc_filter(h.n_insns, h.flags);
+	if (!stored || !f || !read_all(fd, stored, h.env_len + h.text_len) ||
+	    memcmp(stored, env, h.env_len) || memcmp(stored + h.env_len, text, len) ||
+	    !read_all(fd, f->insns, h.n_insns * sizeof(struct sock_filter)) ||
+	    BPF_CLASS(f->insns[h.n_insns - 1].code) != BPF_RET)
+		return NULL;
+	return TAKE_PTR(f);
+}
+
+/* Written to a temporary name and renamed, so readers never see half. */
+static void cache_store(const char *text, size_t len, const struct kiwi_seccomp *f)
+{
+	char env[512], name[32], tmp[] = ".tmp-XXXXXX";
+	cache_env(env, sizeof(env));
+	cache_name(env, text, len, name, sizeof(name));
+	_cleanup_close_ int dir = cache_open_dir(true);
+	if (dir < 0)
+		return;
+	/* mkostemp needs a path; the directory fd keeps the final step safe. */
+	_cleanup_close_ int fd = -1;
+	for (int tries = 0; fd < 0 && tries < 8; tries++) {
+		snprintf(tmp, sizeof(tmp), ".tmp-%06x", (unsigned)(rand() ^ getpid()) & 0xffffff);
+		fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	if (fd < 0)
+		return;
+	struct cache_header h = { .env_len = (uint32_t)strlen(env), .text_len = (uint32_t)len,
+				  .flags = f->flags, .n_insns = f->prog.len };
+	memcpy(h.magic, CACHE_MAGIC, 16);
+	struct iovec iov[] = {
+		{ &h, sizeof(h) }, { env, h.env_len }, { (void *)text, len },
+		{ (void *)f->insns, f->prog.len * sizeof(struct sock_filter) },
+	};
+	size_t total = 0;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(iov); i++)
+		total += iov[i].iov_len;
+	if (writev(fd, iov, KIWI_ARRAY_SIZE(iov)) != (ssize_t)total || renameat(dir, tmp, dir, name) < 0)
+		(void)unlinkat(dir, tmp, 0);
+}
+
 int kiwi_seccomp_compile_json(const char *text, size_t len, const char *origin,
 			      struct kiwi_seccomp **out, kiwi_err *err)
 {
-	*out = NULL;
+	*out = cache_lookup(text, len);
+	if (*out)
+		return 0;
 	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, err);
 	if (!j)
 		return kiwi_error_wrap(err, "seccomp profile `%s`", origin);
-	return compile_tree(j, origin, out, err);
+	if (compile_tree(j, origin, out, err) < 0)
+		return -1;
+	cache_store(text, len, *out);
+	return 0;
 }
 
+/* Any readable file, so `--seccomp <(generate-profile)` works too. The
+ * buffer is only touched as far as the profile goes. */
 int kiwi_seccomp_compile_file(const char *path, struct kiwi_seccomp **out, kiwi_err *err)
 {
 	*out = NULL;
-	_cleanup_json_ kiwi_json *j = kiwi_json_parse_file(path, KIWI_SECCOMP_PROFILE_MAX, err);
-	if (!j)
-		return kiwi_error_wrap(err, "seccomp profile");
-	return compile_tree(j, path, out, err);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return kiwi_error(err, errno, "seccomp", "cannot open profile `%s`", path);
+	_cleanup_free_ char *text = malloc(KIWI_SECCOMP_PROFILE_MAX + 1);
+	if (!text)
+		return kiwi_error(err, ENOMEM, "seccomp", "cannot allocate for profile `%s`", path);
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(fd, text + len, KIWI_SECCOMP_PROFILE_MAX + 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return kiwi_error(err, errno, "seccomp", "cannot read profile `%s`", path);
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (len > KIWI_SECCOMP_PROFILE_MAX)
+			return kiwi_error(err, EFBIG, "seccomp", "profile `%s` is larger than %u bytes", path,
+					  KIWI_SECCOMP_PROFILE_MAX);
+	}
+	return kiwi_seccomp_compile_json(text, len, path, out, err);
 }
 
 const char *kiwi_seccomp_default_text(size_t *len)

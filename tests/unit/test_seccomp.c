@@ -11,12 +11,16 @@
 #include <linux/audit.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #define RET_ERRNO(e) (SECCOMP_RET_ERRNO | (e))
 
@@ -323,4 +327,168 @@ Test(seccomp_profile, missing_file_is_an_error)
 	cr_assert_eq(kiwi_seccomp_compile_file("/nonexistent/profile.json", &f, &err), -1);
 	cr_expect_eq(err.errnum, ENOENT);
 	cr_expect_not_null(strstr(err.msg, "/nonexistent/profile.json"), "%s", err.msg);
+}
+
+/* ---- the cache of compiled programs ---- */
+
+static char cache_dir[64];
+
+static void use_temp_cache(void)
+{
+	snprintf(cache_dir, sizeof(cache_dir), "/tmp/kiwi-seccomp-cache-XXXXXX");
+	cr_assert_not_null(mkdtemp(cache_dir));
+	setenv("KIWI_SECCOMP_CACHE_DIR", cache_dir, 1);
+}
+
+static void drop_temp_cache(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* The one entry in the cache directory. */
+static void entry_path(char *buf, size_t len)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "ls '%s'/*.bpf", cache_dir);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_not_null(fgets(buf, (int)len, p), "no cache entry in %s", cache_dir);
+	buf[strcspn(buf, "\n")] = '\0';
+	pclose(p);
+}
+
+/* Turns every EPERM return in the entry's program (its last n_insns
+ * instructions) into ALLOW, and with flip_text also changes a byte of the
+ * stored profile text. */
+static void tamper(bool flip_text)
+{
+	_cleanup_seccomp_ struct kiwi_seccomp *fresh = NULL;
+	kiwi_err err = { 0 };
+	setenv("KIWI_SECCOMP_CACHE_DIR", "off", 1);
+	cr_assert_eq(kiwi_seccomp_compile_default(&fresh, &err), 0);
+	setenv("KIWI_SECCOMP_CACHE_DIR", cache_dir, 1);
+	long n = kiwi_seccomp_program(fresh)->len;
+	char file[256];
+	entry_path(file, sizeof(file));
+	FILE *fp = fopen(file, "r+");
+	cr_assert_not_null(fp);
+	for (long i = 0; i < n; i++) {
+		struct sock_filter ins;
+		long at = -(n - i) * (long)sizeof(ins);
+		cr_assert_eq(fseek(fp, at, SEEK_END), 0);
+		cr_assert_eq(fread(&ins, sizeof(ins), 1, fp), 1u);
+		if (ins.code != (BPF_RET | BPF_K) || ins.k != RET_ERRNO(EPERM))
+			continue;
+		ins.k = SECCOMP_RET_ALLOW;
+		cr_assert_eq(fseek(fp, at, SEEK_END), 0);
+		cr_assert_eq(fwrite(&ins, sizeof(ins), 1, fp), 1u);
+	}
+	if (flip_text) {
+		cr_assert_eq(fseek(fp, 600, SEEK_SET), 0);
+		cr_assert_eq(fputc('~', fp), '~');
+	}
+	fclose(fp);
+}
+
+static bool same_program(const struct kiwi_seccomp *a, const struct kiwi_seccomp *b)
+{
+	const struct sock_fprog *pa = kiwi_seccomp_program(a), *pb = kiwi_seccomp_program(b);
+	return pa->len == pb->len && kiwi_seccomp_flags(a) == kiwi_seccomp_flags(b) &&
+	       !memcmp(pa->filter, pb->filter, pa->len * sizeof(*pa->filter));
+}
+
+static struct kiwi_seccomp *fresh_default(void)
+{
+	setenv("KIWI_SECCOMP_CACHE_DIR", "off", 1);
+	struct kiwi_seccomp *f = compile_default();
+	setenv("KIWI_SECCOMP_CACHE_DIR", cache_dir, 1);
+	return f;
+}
+
+Test(seccomp_cache, hit_gives_the_same_program, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	_cleanup_seccomp_ struct kiwi_seccomp *fresh = fresh_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *miss = compile_default();
+	char file[256];
+	entry_path(file, sizeof(file));
+	struct stat st;
+	cr_assert_eq(stat(file, &st), 0);
+	cr_expect_eq(st.st_mode & 0777, 0600);
+	_cleanup_seccomp_ struct kiwi_seccomp *hit = compile_default();
+	cr_expect(same_program(fresh, miss));
+	cr_expect(same_program(fresh, hit));
+}
+
+/* Proves the cache is really read, so the refusals below mean something. */
+Test(seccomp_cache, trusted_entry_is_used, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	kiwi_seccomp_free(compile_default());
+	tamper(false);
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), SECCOMP_RET_ALLOW);
+}
+
+Test(seccomp_cache, entry_for_other_text_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	kiwi_seccomp_free(compile_default());
+	tamper(true);
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
+}
+
+Test(seccomp_cache, entry_others_can_write_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	kiwi_seccomp_free(compile_default());
+	tamper(false);
+	char file[256];
+	entry_path(file, sizeof(file));
+	cr_assert_eq(chmod(file, 0666), 0);
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
+}
+
+Test(seccomp_cache, directory_others_can_write_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	kiwi_seccomp_free(compile_default());
+	tamper(false);
+	cr_assert_eq(chmod(cache_dir, 0777), 0);
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
+}
+
+Test(seccomp_cache, malformed_profiles_are_not_stored, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	struct kiwi_seccomp *f = NULL;
+	kiwi_err err = { 0 };
+	cr_assert_eq(kiwi_seccomp_compile_json("{}", 2, "bad", &f, &err), -1);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A '%s')\"", cache_dir);
+	cr_expect_eq(system(cmd), 0, "something was cached for a malformed profile");
+}
+
+Test(seccomp_profile, file_from_a_pipe)
+{
+	struct kiwi_seccomp *f = NULL;
+	kiwi_err err = { 0 };
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	const char text[] = "{\"defaultAction\":\"SCMP_ACT_ALLOW\"}";
+	cr_assert_eq(write(fds[1], text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+	close(fds[1]);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[0]);
+	cr_expect_eq(kiwi_seccomp_compile_file(path, &f, &err), 0, "%s", err.msg);
+	close(fds[0]);
+	kiwi_seccomp_free(f);
+}
+
+Test(seccomp_profile, oversized_file_is_refused)
+{
+	struct kiwi_seccomp *f = NULL;
+	kiwi_err err = { 0 };
+	cr_assert_eq(kiwi_seccomp_compile_file("/dev/zero", &f, &err), -1);
+	cr_expect_eq(err.errnum, EFBIG, "%s", err.msg);
+	cr_expect_null(f);
 }
