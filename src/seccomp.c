@@ -19,6 +19,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -28,20 +30,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 /* The default profile, embedded so the runtime needs no data file. The
  * assembler finds it through the -I paths meson gives for src/ and
- * include/, both of which sit next to seccomp-profiles/. */
+ * include/, both of which sit next to seccomp-profiles/. The compiler's
+ * dependency file does not list it, so a unit test compares the embedded
+ * copy with the file and says to rebuild when they differ. */
 __asm__(".pushsection .rodata\n"
 	".balign 16\n"
 	"kiwi_seccomp_default_json:\n"
@@ -843,16 +845,16 @@ static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
 /* Written to a temporary name and renamed, so readers never see half. */
 static void cache_store(const char *text, size_t len, const struct kiwi_seccomp *f)
 {
-	char env[512], name[32], tmp[] = ".tmp-XXXXXX";
+	char env[512], name[32], tmp[48];
 	cache_env(env, sizeof(env));
 	cache_name(env, text, len, name, sizeof(name));
 	_cleanup_close_ int dir = cache_open_dir(true);
 	if (dir < 0)
 		return;
-	/* mkostemp needs a path; the directory fd keeps the final step safe. */
+	/* Unique among live processes; O_EXCL steps past a crashed one's. */
 	_cleanup_close_ int fd = -1;
 	for (int tries = 0; fd < 0 && tries < 8; tries++) {
-		snprintf(tmp, sizeof(tmp), ".tmp-%06x", (unsigned)(rand() ^ getpid()) & 0xffffff);
+		path(tmp, sizeof(tmp), ".tmp-%d-%d", (int)getpid(), tries);
 		fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd < 0)
