@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -24,15 +25,25 @@
 
 extern char **environ;
 
-/* Closes every fd except 0-2, the preserved ones and keep (which is
- * close-on-exec and carries an exec failure back). Allocation-free. */
-static int close_fds_except(const int *preserve, size_t n, int keep, kiwi_err *err)
+static bool in_list(int fd, const int *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i] == fd)
+			return true;
+	return false;
+}
+
+/* Closes every fd above 2 except the preserved ones (which lose
+ * close-on-exec, to reach the command) and the kept ones (left as they
+ * are). Allocation-free: it runs between fork and exec too. */
+static int close_fds_except(const int *preserve, size_t n_preserve, const int *keep, size_t n_keep,
+			    kiwi_err *err)
 {
 	unsigned lo = 3;
 	for (;;) {
-		unsigned next = ~0U;  /* smallest fd to keep that is >= lo */
-		for (size_t i = 0; i <= n; i++) {
-			int fd = i < n ? preserve[i] : keep;
+		unsigned next = ~0U;  /* the smallest fd to spare that is >= lo */
+		for (size_t i = 0; i < n_preserve + n_keep; i++) {
+			int fd = i < n_preserve ? preserve[i] : keep[i - n_preserve];
 			if (fd >= (int)lo && (unsigned)fd < next)
 				next = (unsigned)fd;
 		}
@@ -42,24 +53,38 @@ static int close_fds_except(const int *preserve, size_t n, int keep, kiwi_err *e
 			break;
 		lo = next + 1;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (fcntl(preserve[i], F_SETFD, 0) < 0)
+	for (size_t i = 0; i < n_preserve; i++)
+		if (!in_list(preserve[i], keep, n_keep) && fcntl(preserve[i], F_SETFD, 0) < 0)
 			return kiwi_error(err, errno, "fds", "cannot pass fd %d", preserve[i]);
+	return 0;
+}
+
+/* Makes from onto fd to (0, 1 or 2) for the command. */
+static int become_stdio(int from, int to, kiwi_err *err)
+{
+	if (from < 0 || from == to)
+		return 0;
+	if (dup2(from, to) < 0)
+		return kiwi_error(err, errno, "fds", "cannot set up fd %d", to);
 	return 0;
 }
 
 /* The command's process, between fork and exec: from here on everything it
  * does is what the command could do itself, so privileges go before its
  * working directory is entered and before its program is even looked up. */
-_Noreturn static void exec_command(const struct kiwi_sandbox_config *cfg, int errfd)
+_Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 {
+	const struct kiwi_sandbox_config *cfg = args->cfg;
 	kiwi_err err = { 0 };
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);  /* kiwi-run ignores it; the command must not */
 	/* A session of its own: no controlling terminal to push input into. */
 	setsid();
-	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, errfd, &err) < 0 ||
+	if (become_stdio(args->stdin_fd, 0, &err) < 0 || become_stdio(args->stdout_fd, 1, &err) < 0 ||
+	    become_stdio(args->stderr_fd, 2, &err) < 0 ||
+	    close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, &errfd, 1, &err) < 0 ||
 	    kiwi_caps_drop_all(&err) < 0)
 		goto fail;
 	if (chdir(cfg->cwd) < 0) {
@@ -80,7 +105,7 @@ fail:
 /* Forks the command and waits until its exec succeeded or failed: a
  * close-on-exec pipe stays silent on success and carries the error
  * otherwise. */
-static pid_t start_command(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+static pid_t start_command(const struct kiwi_init_args *args, kiwi_err *err)
 {
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -93,7 +118,7 @@ static pid_t start_command(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		exec_command(cfg, pipefd[1]);
+		exec_command(args, pipefd[1]);
 	}
 	close(pipefd[1]);
 	kiwi_err child_err;
@@ -111,6 +136,19 @@ static pid_t start_command(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	return -1;
 }
 
+/* Whether a writable tmpfs is full now: the one sign of a disk ceiling
+ * reached that outlives the processes which met ENOSPC. */
+static bool disk_full(void)
+{
+	static const char *const writable[] = { "/tmp", "/dev/shm" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(writable); i++) {
+		struct statfs sf;
+		if (statfs(writable[i], &sf) == 0 && sf.f_blocks > 0 && sf.f_bavail == 0)
+			return true;
+	}
+	return false;
+}
+
 static void report_exit(int sock, int status)
 {
 	struct rusage ru;
@@ -121,6 +159,7 @@ static void report_exit(int sock, int status)
 		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
 		.utime_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec,
 		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
+		.flags = disk_full() ? KIWI_SYNC_DISK_FULL : 0,
 	};
 	kiwi_sync_send(sock, &m);
 }
@@ -159,6 +198,11 @@ _Noreturn static void supervise(int sock, pid_t cmd)
 				_exit(1);  /* the parent is gone: take the sandbox down */
 			if (r > 0 && m.type == KIWI_SYNC_SIGNAL)
 				kill(cmd, m.value);
+			/* From pid 1, -1 means every other process of the
+			 * namespace: daemons that left the command's session
+			 * included, and none can slip out of the namespace. */
+			if (r > 0 && m.type == KIWI_SYNC_KILL)
+				kill(-1, m.value);
 		}
 	}
 }
@@ -190,8 +234,11 @@ static void hide_command_line(void)
 	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
 }
 
-_Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
+_Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
+	const struct kiwi_sandbox_config *cfg = args->cfg;
+	int sock = args->sock;
+	const int keep[] = { sock, args->stdin_fd, args->stdout_fd, args->stderr_fd };
 	kiwi_err err = { 0 };
 	struct kiwi_sync_msg m = { 0 };
 
@@ -216,7 +263,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 		goto fail;
 	}
 	/* Pid 1 holds no fd of the caller's beyond stdio and what is passed on. */
-	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, sock, &err) < 0)
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, KIWI_ARRAY_SIZE(keep), &err) < 0)
 		goto fail;
 
 	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0) {
@@ -227,7 +274,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 		goto fail;
 
 	/* #2: start the command and tell the parent how that went. */
-	pid_t cmd = start_command(cfg, &err);
+	pid_t cmd = start_command(args, &err);
 	if (cmd < 0)
 		goto fail;
 	m = (struct kiwi_sync_msg){
@@ -242,7 +289,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock)
 	hide_command_line();
 	/* Pid 1 keeps no capability the command could borrow, and from now on
 	 * no fd but stdio and its end of the sync socket. */
-	if (kiwi_caps_drop_all(&err) < 0 || close_fds_except(NULL, 0, sock, &err) < 0) {
+	if (kiwi_caps_drop_all(&err) < 0 || close_fds_except(NULL, 0, &sock, 1, &err) < 0) {
 		kill(cmd, SIGKILL);
 		goto fail;
 	}

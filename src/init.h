@@ -4,9 +4,18 @@
 
 #include "kiwi/sandbox.h"
 
+/* What the parent hands to the child beyond the configuration. */
+struct kiwi_init_args {
+	const struct kiwi_sandbox_config *cfg;
+	int sock;          /* the child's end of the sync socket */
+	int stdin_fd;      /* become the command's 0, 1, 2 */
+	int stdout_fd;
+	int stderr_fd;
+};
+
 /* The child side of clone3: pid 1 of the sandbox. Builds the sandbox,
  * starts the command as its only child, then reaps, forwards signals and
  * reports the command's end to the parent over sock. Never returns. */
-_Noreturn void kiwi_init_main(const struct kiwi_sandbox_config *cfg, int sock);
+_Noreturn void kiwi_init_main(const struct kiwi_init_args *args);
 
 #endif

@@ -127,13 +127,13 @@ static int bind_host_node(int devfd, const char *name, kiwi_err *err)
 
 /* A /dev of our own: a small tmpfs holding binds of the harmless host
  * nodes, a private devpts instance and /dev/shm; read-only afterwards. */
-static int mount_dev(int rootfd, kiwi_err *err)
+static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const dev_opts[] = { "mode", "0755", "size", "256k", NULL };
 	/* Every devpts mount is a new instance since Linux 4.7. */
 	static const char *const pts_opts[] = { "ptmxmode", "0666", "mode", "0620", NULL };
-	static const char *const shm_opts[] = { "mode", "1777", NULL };
+	const char *const shm_opts[] = { "mode", "1777", size ? "size" : NULL, size, NULL };
 	static const char *const links[][2] = {
 		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
 		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
@@ -293,7 +293,12 @@ static int mount_proc_and_sys(int rootfd, kiwi_err *err)
 
 int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 {
-	static const char *const tmp_opts[] = { "mode", "1777", NULL };
+	/* --disk bounds every writable tmpfs; the rootfs itself stays
+	 * read-only or, with --rw-root, is the caller's own directory. */
+	char size[32];
+	if (cfg->disk_bytes)
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)cfg->disk_bytes);
+	const char *const tmp_opts[] = { "mode", "1777", cfg->disk_bytes ? "size" : NULL, size, NULL };
 
 	/* The rootfs becomes a mount of its own, which pivot_root needs, and
 	 * private, so that nothing propagates from it to the host or back. */
@@ -305,7 +310,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	if (rootfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
 
-	if (mount_proc_and_sys(rootfd, err) < 0 || mount_dev(rootfd, err) < 0)
+	if (mount_proc_and_sys(rootfd, err) < 0 || mount_dev(rootfd, cfg->disk_bytes ? size : NULL, err) < 0)
 		return -1;
 	if (mount_fs_at(rootfd, "/tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;

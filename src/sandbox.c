@@ -4,6 +4,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/output.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/spawn.h"
 #include "kiwi/userns.h"
@@ -13,11 +14,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <sys/pidfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,122 +48,242 @@ static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	return 0;
 }
 
-static void handle_message(const struct kiwi_sync_msg *m, struct kiwi_sandbox_result *res,
-			   int64_t *exec_mono, bool *failed, bool *exited, kiwi_err *err)
+/* Everything the parent follows while the sandbox runs. */
+struct follow {
+	const struct kiwi_sandbox_config *cfg;
+	struct kiwi_sandbox_result *res;
+	kiwi_err *err;
+	int sock, pidfd, sigfd, timerfd;
+	struct kiwi_output out, errout;
+	int64_t exec_mono;
+	bool failed, exited, init_gone, killing, grace_armed;
+};
+
+static void arm_timer(struct follow *f, uint64_t ns)
 {
+	struct itimerspec its = {
+		.it_value = { .tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000) },
+	};
+	if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+		its.it_value.tv_nsec = 1;
+	timerfd_settime(f->timerfd, 0, &its, NULL);
+}
+
+static void send_to_init(struct follow *f, enum kiwi_sync_type type, int sig)
+{
+	struct kiwi_sync_msg m = { .type = type, .value = sig };
+	kiwi_sync_send(f->sock, &m);
+}
+
+/* Ends the whole sandbox: SIGKILL to every process but pid 1, which then
+ * reports the command's end as usual. */
+static void kill_sandbox(struct follow *f)
+{
+	if (f->killing)
+		return;
+	f->killing = true;
+	send_to_init(f, KIWI_SYNC_KILL, SIGKILL);
+}
+
+static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
+{
+	struct kiwi_sandbox_result *res = f->res;
 	switch (m->type) {
 	case KIWI_SYNC_EXEC_OK:
 		res->started = true;
-		*exec_mono = m->mono_ns;
+		f->exec_mono = m->mono_ns;
+		if (f->cfg->timeout_ns)
+			arm_timer(f, f->cfg->timeout_ns);
 		break;
 	case KIWI_SYNC_ERROR:
-		*err = m->err;
-		*failed = true;
+		*f->err = m->err;
+		f->failed = true;
 		break;
 	case KIWI_SYNC_EXIT:
-		*exited = true;
+		f->exited = true;
 		if (WIFSIGNALED(m->value))
 			res->signal = WTERMSIG(m->value);
 		else
 			res->exit_code = WEXITSTATUS(m->value);
-		res->wall_ns = m->mono_ns > *exec_mono ? (uint64_t)(m->mono_ns - *exec_mono) : 0;
+		res->wall_ns = m->mono_ns > f->exec_mono ? (uint64_t)(m->mono_ns - f->exec_mono) : 0;
 		res->cpu_user_us = m->utime_us;
 		res->cpu_sys_us = m->stime_us;
+		res->disk_full = m->flags & KIWI_SYNC_DISK_FULL;
 		break;
 	default:
 		break;
 	}
 }
 
-/* #2, #3: follow the sandbox until its init is gone, forwarding signals. */
-static int follow(int sock, int pidfd, struct kiwi_sandbox_result *res, kiwi_err *err)
+/* The timer first fires at the timeout: SIGTERM to all when a grace period
+ * is asked for, else SIGKILL at once; the second time, after the grace. */
+static void on_timer(struct follow *f)
 {
-	sigset_t fwd;
-	sigemptyset(&fwd);
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
-		sigaddset(&fwd, forwarded_signals[i]);
-	_cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
-	struct pollfd pfd[3] = {
-		{ .fd = sock, .events = POLLIN },
-		{ .fd = sfd, .events = POLLIN },
-		{ .fd = pidfd, .events = POLLIN },
-	};
-	int64_t exec_mono = 0;
-	bool failed = false, exited = false, init_gone = false;
-	struct kiwi_sync_msg m;
-
-	while (!init_gone) {
-		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
-			return kiwi_error(err, errno, "wait", "cannot wait for the sandbox");
-		if (pfd[0].revents) {
-			int r = kiwi_sync_recv(sock, &m, MSG_DONTWAIT);
-			if (r > 0)
-				handle_message(&m, res, &exec_mono, &failed, &exited, err);
-			else if (r == 0 || errno != EAGAIN)
-				pfd[0].fd = -1;
-		}
-		if (pfd[1].revents) {
-			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-				struct kiwi_sync_msg s = { .type = KIWI_SYNC_SIGNAL, .value = (int32_t)si.ssi_signo };
-				kiwi_sync_send(sock, &s);
-			}
-		}
-		if (pfd[2].revents) {
-			siginfo_t info;
-			if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) == 0)
-				init_gone = true;
-		}
+	uint64_t ticks;
+	if (read(f->timerfd, &ticks, sizeof(ticks)) < 0)
+		return;
+	f->res->timed_out = true;
+	if (f->cfg->kill_grace_ns && !f->grace_armed) {
+		f->grace_armed = true;
+		send_to_init(f, KIWI_SYNC_KILL, SIGTERM);
+		arm_timer(f, f->cfg->kill_grace_ns);
+		return;
 	}
-	/* Messages sent just before init left are still queued. */
-	while (kiwi_sync_recv(sock, &m, MSG_DONTWAIT) > 0)
-		handle_message(&m, res, &exec_mono, &failed, &exited, err);
-	if (failed)
+	kill_sandbox(f);
+}
+
+static void on_output(struct follow *f, struct kiwi_output *o)
+{
+	kiwi_err e = { 0 };
+	if (kiwi_output_pump(o, &e) < 0 && !f->failed) {
+		*f->err = e;
+		f->failed = true;
+		kill_sandbox(f);
+	}
+	if (o->truncated && f->cfg->output_limit_kill && !f->res->output_limit_hit) {
+		f->res->output_limit_hit = true;
+		kill_sandbox(f);
+	}
+}
+
+static void on_signal(struct follow *f)
+{
+	struct signalfd_siginfo si;
+	while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		send_to_init(f, KIWI_SYNC_SIGNAL, (int)si.ssi_signo);
+}
+
+static void on_init_gone(struct follow *f)
+{
+	siginfo_t info = { 0 };
+	if (waitid(P_PIDFD, (id_t)f->pidfd, &info, WEXITED) < 0)
+		return;
+	f->init_gone = true;
+	/* Pid 1 killed from outside (an OOM kill of the whole cgroup, a
+	 * kill -9 by an operator): the namespace went with it. */
+	if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+		f->res->killed_whole = true;
+		if (!f->exited)
+			f->res->signal = info.si_status;
+	}
+}
+
+/* #2, #3: follow the sandbox until pid 1 is gone and both output pipes
+ * are drained, so that nothing written before a kill is lost. */
+static int follow(struct follow *f)
+{
+	struct pollfd pfd[6];
+	struct kiwi_sync_msg m;
+	while (!f->init_gone || f->out.read_fd >= 0 || f->errout.read_fd >= 0) {
+		int fds[6] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
+			       f->timerfd, f->out.read_fd, f->errout.read_fd };
+		for (int i = 0; i < 6; i++)
+			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+		if (poll(pfd, 6, -1) < 0 && errno != EINTR)
+			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
+		if (pfd[4].revents)
+			on_output(f, &f->out);
+		if (pfd[5].revents)
+			on_output(f, &f->errout);
+		if (pfd[0].revents) {
+			int r = kiwi_sync_recv(f->sock, &m, MSG_DONTWAIT);
+			if (r > 0)
+				on_message(f, &m);
+		}
+		if (pfd[1].revents)
+			on_signal(f);
+		if (pfd[3].revents)
+			on_timer(f);
+		if (pfd[2].revents)
+			on_init_gone(f);
+		if (f->init_gone)
+			/* Messages sent just before pid 1 left are still queued. */
+			while (kiwi_sync_recv(f->sock, &m, MSG_DONTWAIT) > 0)
+				on_message(f, &m);
+	}
+	return 0;
+}
+
+static void finish(struct follow *f)
+{
+	struct kiwi_sandbox_result *res = f->res;
+	res->stdout_bytes = f->out.bytes;
+	res->stderr_bytes = f->errout.bytes;
+	res->stdout_truncated = f->out.truncated;
+	res->stderr_truncated = f->errout.truncated;
+	if (!f->failed && !f->exited && !res->killed_whole)
+		f->failed = kiwi_error(f->err, 0, "init", "the sandbox's init ended without reporting the command") < 0;
+}
+
+/* #1: id maps, then let the child go on. */
+static int release_child(struct follow *f, pid_t pid)
+{
+	struct kiwi_sync_msg go = { .type = KIWI_SYNC_MAPS_DONE };
+	if (kiwi_userns_map_self(pid, f->err) < 0)
 		return -1;
-	if (!exited)
-		return kiwi_error(err, 0, "init", "the sandbox's init ended without reporting the command");
+	if (kiwi_sync_send(f->sock, &go) < 0)
+		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
 }
 
 /* Creates the sandbox and follows it to the end. */
-static int spawn_and_follow(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
-			    kiwi_err *err)
+static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 {
+	const struct kiwi_sandbox_config *cfg = f->cfg;
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-		return kiwi_error(err, errno, "socketpair", "cannot create the sync socket");
-	_cleanup_close_ int sock = sp[0];
-	int pidfd = -1;
-	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, -1, &pidfd, err);
+		return kiwi_error(f->err, errno, "socketpair", "cannot create the sync socket");
+	f->sock = sp[0];
+	_cleanup_close_ int devnull = cfg->stdin_null ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+	struct kiwi_init_args args = {
+		.cfg = cfg, .sock = sp[1], .stdin_fd = devnull,
+		.stdout_fd = f->out.write_fd, .stderr_fd = f->errout.write_fd,
+	};
+	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, -1, &f->pidfd, f->err);
 	if (pid == 0) {
-		close(sock);
-		kiwi_init_main(cfg, sp[1]);
+		close(f->sock);
+		kiwi_init_main(&args);
 	}
 	close(sp[1]);
+	/* The sandbox holds the write ends now; ours would keep EOF away. */
+	close(TAKE_FD(f->out.write_fd));
+	close(TAKE_FD(f->errout.write_fd));
 	if (pid < 0)
 		return -1;
-	_cleanup_close_ int pidfd_owned = pidfd;
-
-	/* #1: id maps, then let the child go on. */
-	struct kiwi_sync_msg go = { .type = KIWI_SYNC_MAPS_DONE };
-	if (kiwi_userns_map_self(pid, err) < 0 || kiwi_sync_send(sock, &go) < 0) {
-		if (!err->step[0])
-			kiwi_error(err, errno, "sync", "cannot signal the sandbox");
-		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	f->sigfd = signalfd(-1, fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+	f->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0) {
+		if (!f->err->step[0])
+			kiwi_error(f->err, errno, "wait", "cannot watch the sandbox");
+		syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
 		siginfo_t info;
-		waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+		waitid(P_PIDFD, (id_t)f->pidfd, &info, WEXITED);
 		return -1;
 	}
-	return follow(sock, pidfd, res, err);
+	if (follow(f) < 0)
+		return -1;
+	finish(f);
+	return f->failed ? -1 : 0;
 }
 
 int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
 		     kiwi_err *err)
 {
-	*res = (struct kiwi_sandbox_result){ .exit_code = -1 };
-	clock_gettime(CLOCK_REALTIME, &res->started_at);
+	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = res->started_at };
+	if (!res->started_at.tv_sec)
+		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	if (check_config(cfg, err) < 0)
 		return -1;
+
+	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
+			    .sigfd = -1, .timerfd = -1 };
+	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
+	if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
+	    kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
+		kiwi_output_close(&f.out);
+		kiwi_output_close(&f.errout);
+		return -1;
+	}
 
 	/* Signals to forward are blocked from before clone until the end, so
 	 * none is lost between creating the sandbox and listening for them. */
@@ -169,8 +292,15 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaddset(&fwd, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd, &old);
-	int r = spawn_and_follow(cfg, res, err);
+	int r = spawn_and_follow(&f, &fwd);
 	sigprocmask(SIG_SETMASK, &old, NULL);
+
+	kiwi_output_close(&f.out);
+	kiwi_output_close(&f.errout);
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	return r;
 }
 

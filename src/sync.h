@@ -15,7 +15,10 @@ enum kiwi_sync_type {
 	KIWI_SYNC_ERROR,          /* init -> parent  #2: setup or exec failed */
 	KIWI_SYNC_SIGNAL,         /* parent -> init  forward value as a signal */
 	KIWI_SYNC_EXIT,           /* init -> parent  #3: the command ended */
+	KIWI_SYNC_KILL,           /* parent -> init  signal value to every process */
 };
+
+#define KIWI_SYNC_DISK_FULL 1u  /* a writable tmpfs had no space left at the end */
 
 struct kiwi_sync_msg {
 	uint32_t type;
@@ -24,6 +27,7 @@ struct kiwi_sync_msg {
 	int64_t real_ns;          /* EXEC_OK: CLOCK_REALTIME */
 	uint64_t utime_us;        /* EXIT: all reaped processes of the sandbox */
 	uint64_t stime_us;
+	uint32_t flags;           /* EXIT: KIWI_SYNC_DISK_FULL */
 	kiwi_err err;             /* ERROR */
 };
 

@@ -42,6 +42,44 @@ static void write_started_at(kiwi_json_writer *w, const struct kiwi_sandbox_resu
 	kiwi_jw_string(w, stamp);
 }
 
+static void write_bool_key(kiwi_json_writer *w, const char *key, bool v)
+{
+	kiwi_jw_key(w, key);
+	kiwi_jw_bool(w, v);
+}
+
+static void write_int_key(kiwi_json_writer *w, const char *key, long long v)
+{
+	kiwi_jw_key(w, key);
+	kiwi_jw_int(w, v);
+}
+
+/* Which bound ended the run, if one did; one name, so that no two fields
+ * can tell different stories. */
+static const char *killed_by(const struct kiwi_sandbox_result *r)
+{
+	if (r->timed_out)
+		return "timeout";
+	if (r->output_limit_hit)
+		return "output_limit";
+	if (r->killed_whole)
+		return "external";
+	return NULL;
+}
+
+static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
+{
+	write_bool_key(w, "timed_out", r->timed_out);
+	kiwi_jw_key(w, "killed_by");
+	kiwi_jw_string(w, killed_by(r));
+	write_int_key(w, "stdout_bytes", (long long)r->stdout_bytes);
+	write_int_key(w, "stderr_bytes", (long long)r->stderr_bytes);
+	write_bool_key(w, "stdout_truncated", r->stdout_truncated);
+	write_bool_key(w, "stderr_truncated", r->stderr_truncated);
+	write_bool_key(w, "output_limit_hit", r->output_limit_hit);
+	write_bool_key(w, "disk_full", r->disk_full);
+}
+
 int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)
 {
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
@@ -69,6 +107,9 @@ int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)
 	kiwi_jw_fixed(w, us_to_ms(r->cpu_user_us), 3);
 	kiwi_jw_key(w, "cpu_sys_ms");
 	kiwi_jw_fixed(w, us_to_ms(r->cpu_sys_us), 3);
+	kiwi_jw_key(w, "cpu_usage_ms");
+	kiwi_jw_fixed(w, us_to_ms(r->cpu_user_us + r->cpu_sys_us), 3);
+	write_bounds(w, r);
 	kiwi_jw_key(w, "error");
 	write_error(w, v->error);
 	kiwi_jw_close_object(w);

@@ -31,6 +31,19 @@ struct kiwi_sandbox_config {
 	size_t n_preserve_fds;
 	bool rw_root;
 	const struct kiwi_seccomp *seccomp;  /* loaded last before exec; NULL: none */
+
+	/* Standard streams. stdin_null: /dev/null instead of the caller's
+	 * stdin (always when that is a terminal). stdout and stderr always go
+	 * through pipes to *_dest, each passed on up to output_limit bytes. */
+	bool stdin_null;
+	int stdout_dest;
+	int stderr_dest;
+	uint64_t output_limit;
+	bool output_limit_kill;   /* kill the sandbox once a stream passes the limit */
+
+	uint64_t timeout_ns;      /* wall clock from exec; 0: none */
+	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
+	uint64_t disk_bytes;      /* size of the writable tmpfs mounts; 0: the kernel's default */
 };
 
 struct kiwi_sandbox_result {
@@ -41,6 +54,12 @@ struct kiwi_sandbox_result {
 	uint64_t wall_ns;         /* exec to exit */
 	uint64_t cpu_user_us;
 	uint64_t cpu_sys_us;
+	bool timed_out;
+	bool output_limit_hit;    /* and the sandbox was killed for it */
+	bool killed_whole;        /* pid 1 itself died by a signal (OOM, external kill) */
+	uint64_t stdout_bytes, stderr_bytes;
+	bool stdout_truncated, stderr_truncated;
+	bool disk_full;           /* /tmp or /dev/shm had no space left at the end */
 };
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its

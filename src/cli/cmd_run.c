@@ -4,6 +4,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/seccomp.h"
+#include "kiwi/units.h"
 #include "kiwi/verdict.h"
 
 #include <errno.h>
@@ -28,6 +29,13 @@ enum {
 	OPT_VERDICT,
 	OPT_VERDICT_FD,
 	OPT_SECCOMP,
+	OPT_TIMEOUT,
+	OPT_KILL_GRACE,
+	OPT_OUTPUT_LIMIT,
+	OPT_OUTPUT_LIMIT_KILL,
+	OPT_STDOUT,
+	OPT_STDERR,
+	OPT_DISK,
 	OPT_HELP,
 };
 
@@ -42,6 +50,13 @@ static const struct option run_options[] = {
 	{ "verdict", required_argument, NULL, OPT_VERDICT },
 	{ "verdict-fd", required_argument, NULL, OPT_VERDICT_FD },
 	{ "seccomp", required_argument, NULL, OPT_SECCOMP },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
+	{ "output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT },
+	{ "output-limit-kill", no_argument, NULL, OPT_OUTPUT_LIMIT_KILL },
+	{ "stdout", required_argument, NULL, OPT_STDOUT },
+	{ "stderr", required_argument, NULL, OPT_STDERR },
+	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -55,6 +70,8 @@ struct run_args {
 	const char *verdict_path;
 	int verdict_fd;
 	const char *seccomp;  /* a profile path, "unconfined", or NULL: the default */
+	const char *stdout_path, *stderr_path;
+	kiwi_err err;         /* a flag's value that did not parse */
 };
 
 static void run_usage(void)
@@ -70,8 +87,40 @@ static void run_usage(void)
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
 	       "  --verdict-fd N        write the JSON verdict to fd N\n"
 	       "  --seccomp FILE        an OCI seccomp profile instead of the default;\n"
-	       "                        `unconfined` disables seccomp (debugging only)\n\n"
+	       "                        `unconfined` disables seccomp (debugging only)\n"
+	       "  --timeout DURATION    kill the whole sandbox this long after exec (30s, 500ms)\n"
+	       "  --kill-grace DURATION on timeout, SIGTERM first and SIGKILL this much later\n"
+	       "  --output-limit SIZE   pass on at most SIZE of stdout and of stderr (default 1M)\n"
+	       "  --output-limit-kill   kill the sandbox when a stream passes the limit\n"
+	       "  --stdout FILE         the command's stdout goes to FILE (default: ours)\n"
+	       "  --stderr FILE         the command's stderr goes to FILE (default: ours)\n"
+	       "  --disk SIZE           size of the writable tmpfs mounts (/tmp, /dev/shm)\n\n"
 	       "See kiwi-run(1).\n");
+}
+
+static int parse_bound(struct run_args *a, int opt, const char *value)
+{
+	int64_t size;
+	switch (opt) {
+	case OPT_TIMEOUT:
+		return kiwi_parse_duration(value, "--timeout", &a->cfg.timeout_ns, &a->err);
+	case OPT_KILL_GRACE:
+		return kiwi_parse_duration(value, "--kill-grace", &a->cfg.kill_grace_ns, &a->err);
+	case OPT_OUTPUT_LIMIT:
+		if (kiwi_parse_size(value, "--output-limit", &size, &a->err) < 0)
+			return -1;
+		a->cfg.output_limit = (uint64_t)size;
+		return 0;
+	case OPT_DISK:
+		if (kiwi_parse_size(value, "--disk", &size, &a->err) < 0)
+			return -1;
+		if (size < 4096)
+			return kiwi_error(&a->err, EINVAL, "args", "--disk must be at least 4k, got `%s`", value);
+		a->cfg.disk_bytes = (uint64_t)size;
+		return 0;
+	default:
+		return kiwi_error(&a->err, EINVAL, "args", "unexpected option");
+	}
 }
 
 static int parse_fd(const char *s, int *out)
@@ -123,6 +172,11 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 {
 	a->cfg.hostname = "kiwi";
 	a->cfg.cwd = "/";
+	a->cfg.output_limit = 1 << 20;
+	a->cfg.stdout_dest = STDOUT_FILENO;
+	a->cfg.stderr_dest = STDERR_FILENO;
+	/* A terminal is never handed to the sandbox (the TIOCSTI class). */
+	a->cfg.stdin_null = isatty(STDIN_FILENO);
 	a->verdict_fd = -1;
 	a->env[a->n_env++] = (char *)"PATH=" DEFAULT_PATH;
 	a->env[a->n_env++] = (char *)"HOME=/root";
@@ -138,6 +192,18 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
 		case OPT_VERDICT: a->verdict_path = optarg; break;
 		case OPT_SECCOMP: a->seccomp = optarg; break;
+		case OPT_OUTPUT_LIMIT_KILL: a->cfg.output_limit_kill = true; break;
+		case OPT_STDOUT: a->stdout_path = optarg; break;
+		case OPT_STDERR: a->stderr_path = optarg; break;
+		case OPT_TIMEOUT:
+		case OPT_KILL_GRACE:
+		case OPT_OUTPUT_LIMIT:
+		case OPT_DISK:
+			if (parse_bound(a, c, optarg) < 0) {
+				kiwi_cli_print_error(&a->err);
+				return -1;
+			}
+			break;
 		case OPT_ENV:
 			if (add_env(a, optarg) < 0)
 				return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", optarg);
@@ -198,6 +264,16 @@ static int prepare_seccomp(const char *choice, struct kiwi_seccomp **out, kiwi_e
 	return choice ? kiwi_seccomp_compile_file(choice, out, err) : kiwi_seccomp_compile_default(out, err);
 }
 
+static int open_output_file(const char *path, const char *what, int *fd, kiwi_err *err)
+{
+	if (!path)
+		return 0;
+	*fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+	if (*fd < 0)
+		return kiwi_error(err, errno, "output", "cannot write %s `%s`", what, path);
+	return 0;
+}
+
 /* The verdict destination is opened before anything else happens, so a
  * path that cannot be written fails the run up front. */
 static int open_verdict(struct run_args *a, kiwi_err *err)
@@ -238,6 +314,17 @@ int kiwi_cmd_run(int argc, char **argv)
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
 	}
+	_cleanup_close_ int out_fd = -1;
+	_cleanup_close_ int err_fd = -1;
+	if (open_output_file(a.stdout_path, "--stdout", &out_fd, &err) < 0 ||
+	    open_output_file(a.stderr_path, "--stderr", &err_fd, &err) < 0) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	if (out_fd >= 0)
+		a.cfg.stdout_dest = out_fd;
+	if (err_fd >= 0)
+		a.cfg.stderr_dest = err_fd;
 
 	struct kiwi_sandbox_result res = { .exit_code = -1 };
 	clock_gettime(CLOCK_REALTIME, &res.started_at);

@@ -3,9 +3,12 @@
  * dispatched from the table below. */
 #include "cli.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct {
 	const char *name;
@@ -42,8 +45,21 @@ static void usage(FILE *out)
 		     "\nSee kiwi-run(1).\n");
 }
 
+/* fds 0-2 must exist before anything else is opened: a pipe or a verdict
+ * file landing on fd 1 would be handed to the sandbox as its stdout. */
+static void ensure_stdio(void)
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			_exit(KIWI_EXIT_FAILED);
+}
+
 int main(int argc, char **argv)
 {
+	ensure_stdio();
+	/* A reader of our output that goes away must not kill the supervisor
+	 * of a running sandbox; the command gets SIGPIPE back by default. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		fprintf(stderr, "kiwi-run: args: no command given (see `kiwi-run --help`)\n");
 		return KIWI_EXIT_FAILED;
