@@ -8,7 +8,7 @@ pkgs=(
   libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libyajl-dev libcriterion-dev
   libarchive-dev libssl-dev
   busybox-static iproute2 procps util-linux passwd python3 python3-pytest mandoc
-  crun bubblewrap hyperfine
+  crun bubblewrap hyperfine linux-perf
   qemu-system-x86 cpio kmod xz-utils zstd
   umoci skopeo debootstrap
 )
