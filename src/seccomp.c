@@ -87,6 +87,7 @@ static void ctx_releasep(scmp_filter_ctx *ctx)
 		seccomp_release(*ctx);
 }
 
+/* A malformed profile: no errno applies, so none is printed after it. */
 __attribute__((format(printf, 3, 4)))
 static int bad(struct compiler *c, const char *where, const char *fmt, ...)
 {
@@ -95,7 +96,7 @@ static int bad(struct compiler *c, const char *where, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	return kiwi_error(c->err, EINVAL, "seccomp", "profile `%s`: %s: %s", c->origin, where, why);
+	return kiwi_error(c->err, 0, "seccomp", "profile `%s`: %s: %s", c->origin, where, why);
 }
 
 /* Formats the JSON path of the member being read, for error messages;

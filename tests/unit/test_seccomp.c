@@ -315,6 +315,7 @@ Test(seccomp_profile, malformed_profiles_name_the_field)
 		cr_expect_not_null(strstr(err.msg, m->needle), "%s\n  error: %s\n  want:  %s", m->json, err.msg,
 				   m->needle);
 		cr_expect_not_null(strstr(err.msg, "bad.json"), "error does not name the profile: %s", err.msg);
+		cr_expect_str_eq(err.step, err.errnum ? "json" : "seccomp", "%s", m->json);
 		if (!rc)
 			kiwi_seccomp_free(f);
 	}
