@@ -37,6 +37,19 @@ def describe_pid(pid):
         return f"{pid} (gone)"
 
 
+def reap_zombies(pids):
+    """Reaps those of PIDS (our children) that are dead; returns the rest."""
+    alive = []
+    for pid in pids:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done == 0:
+            alive.append(pid)
+    return alive
+
+
 def kill_and_reap(pids):
     """SIGKILL and reap each of PIDS, which must be our children."""
     for pid in pids:

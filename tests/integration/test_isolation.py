@@ -328,6 +328,28 @@ def test_dev_shm_writable(kiwi):
     assert kiwi.probe("write", "/dev/shm/x")["ok"]
 
 
+def test_default_cwd_is_root(kiwi):
+    assert kiwi.probe_text("cwd") == "/\n"
+
+
+def test_mount_flags(kiwi):
+    """Root nosuid/nodev; /tmp and /dev/shm nosuid/nodev; /proc and /sys
+    nosuid/nodev/noexec."""
+    by_point = {p: o for p, _, o in mountinfo_entries(kiwi.probe_text("mounts"))}
+    want = {"/": {"nosuid", "nodev"}, "/tmp": {"nosuid", "nodev"},
+            "/dev/shm": {"nosuid", "nodev"}, "/proc": {"nosuid", "nodev", "noexec"}}
+    if "/sys" in by_point:
+        want["/sys"] = {"nosuid", "nodev", "noexec"}
+    for point, flags in want.items():
+        assert point in by_point, f"{point} is not a mount: {sorted(by_point)}"
+        assert flags <= by_point[point], f"{point}: {by_point[point]} lacks {flags - by_point[point]}"
+
+
+def test_shell_identity(kiwi):
+    r = kiwi.run(["id"])
+    assert r.returncode == 0 and r.stdout.startswith("uid=0(root) gid=0(root)"), explain(r)
+
+
 def test_cwd(kiwi):
     assert kiwi.probe_text("cwd", opts=["--cwd", "/tmp"]) == "/tmp\n"
     r = kiwi.sh("pwd", opts=["--cwd", "/etc"])
@@ -337,12 +359,13 @@ def test_cwd(kiwi):
 # -- bind mounts
 
 
-def test_bind_rw(kiwi):
+@pytest.mark.parametrize("suffix", ["", ":rw"])
+def test_bind_rw(kiwi, suffix):
     src = kiwi.workdir()
     (src / "in").write_text("from host\n")
     kiwi.chown(src)
     r = kiwi.sh("cat /workspace/in && echo from sandbox > /workspace/out",
-                opts=["--bind", f"{src}:/workspace"])
+                opts=["--bind", f"{src}:/workspace{suffix}"])
     assert r.returncode == 0 and r.stdout == "from host\n", explain(r)
     assert (src / "out").read_text() == "from sandbox\n"
     st = (src / "out").stat()

@@ -69,7 +69,7 @@ def test_path_lookup(kiwi):
 # -- signals
 
 
-def signal_when_ready(proc, signum, settle=0.0, timeout=15):
+def signal_when_ready(proc, signum, settle=0.0, timeout=8):
     """Waits for the command's `ready` line, sends SIGNUM to kiwi-run (after
     SETTLE seconds), and returns (exit status, stdout, stderr, seconds from
     the signal to the exit). Kills kiwi-run if it outlives TIMEOUT."""
@@ -96,7 +96,7 @@ FORWARDED = ["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]
 @pytest.mark.parametrize("sig", FORWARDED)
 def test_signal_forwarded_to_command(kiwi, sig):
     signum = signal.Signals[f"SIG{sig}"]
-    proc = kiwi.popen(["kiwi-probe", "wait-signal", "15"])
+    proc = kiwi.popen(["kiwi-probe", "wait-signal", "5"])
     code, out, err, _ = signal_when_ready(proc, signum)
     assert code == 0, f"exit {code}\n{out}\n{err}"
     assert json.loads(out)["signal"] == signum, out
@@ -164,3 +164,49 @@ def test_background_child_does_not_hold_kiwi_run(kiwi):
 def test_orphans_are_reaped(kiwi):
     res = kiwi.probe("orphans", "5")
     assert res == {"orphans": 5, "zombies": 0}, res
+
+
+def test_sandbox_dies_with_kiwi_run(kiwi):
+    """SIGKILL to kiwi-run (which it cannot forward) still ends the sandbox,
+    daemons included."""
+    work = kiwi.workdir()
+    beat = work / "heartbeat"
+    proc = kiwi.popen(["/bin/sh", "-c",
+                       "kiwi-probe daemonize /workspace/heartbeat >/dev/null && "
+                       "echo ready && exec kiwi-probe sleep 30"],
+                      opts=["--bind", f"{work}:/workspace"])
+    code, out, err, _ = signal_when_ready(proc, signal.SIGKILL, settle=0.1)
+    assert code == -signal.SIGKILL, f"exit {code}\n{out}\n{err}"
+    assert beat.exists(), "the daemon never beat: the test proves nothing"
+    deadline = time.monotonic() + 3
+    last = beat.read_text()
+    while True:  # the sandbox may take a moment to go
+        time.sleep(0.2)
+        now = beat.read_text()
+        if now == last:
+            break
+        last = now
+        assert time.monotonic() < deadline, "the daemon outlived a SIGKILLed kiwi-run"
+
+
+def test_concurrent_sandboxes(kiwi):
+    procs = [kiwi.popen(["kiwi-probe", "status"], opts=["--hostname", f"box{i}"])
+             for i in range(8)]
+    results = [(p.communicate(timeout=30), p.returncode) for p in procs]
+    for (out, err), code in results:
+        assert code == 0, f"exit {code}\n{out}\n{err}"
+        assert json.loads(out)["pid"] == 2
+
+
+def test_arguments_passed_exactly(kiwi):
+    args = ["a b", "", "c'd", 'e"f', "-x", "--", "ü", "$HOME", "*"]
+    r = kiwi.run(["/bin/sh", "-c", 'for a in "$@"; do printf "[%s]\\n" "$a"; done', "sh", *args])
+    assert r.returncode == 0, explain(r)
+    assert r.stdout == "".join(f"[{a}]\n" for a in args), explain(r)
+
+
+def test_own_session_without_controlling_tty(kiwi):
+    st = kiwi.probe("status")
+    assert st["sid"] == 2, f"not a session leader: {st}"
+    res = kiwi.probe("open-w", "/dev/tty")
+    assert res["ok"] is False, f"has a controlling terminal: {res}"
