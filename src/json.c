@@ -29,10 +29,40 @@ static bool has_duplicate_keys(const kiwi_json *j)
 	return false;
 }
 
+/* The deepest nesting of arrays and objects, brackets in strings aside. */
+static size_t max_depth(const char *text, size_t len)
+{
+	size_t depth = 0, deepest = 0;
+	bool in_string = false, escaped = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+		} else if (c == '"') {
+			in_string = true;
+		} else if (c == '[' || c == '{') {
+			if (++depth > deepest)
+				deepest = depth;
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			depth--;
+		}
+	}
+	return deepest;
+}
+
 kiwi_json *kiwi_json_parse(const char *text, size_t len, kiwi_err *err)
 {
 	if (memchr(text, '\0', len)) {
 		kiwi_error(err, EINVAL, "json", "input contains a NUL byte");
+		return NULL;
+	}
+	if (max_depth(text, len) > KIWI_JSON_MAX_DEPTH) {
+		kiwi_error(err, EINVAL, "json", "nesting deeper than %d levels", KIWI_JSON_MAX_DEPTH);
 		return NULL;
 	}
 	_cleanup_free_ char *copy = malloc(len + 1);
@@ -251,6 +281,39 @@ void kiwi_jw_string(kiwi_json_writer *w, const char *s)
 	 * value; write a replacement marker instead of corrupting the object. */
 	if (yajl_gen_string(w->g, (const unsigned char *)s, strlen(s)) == yajl_gen_invalid_string)
 		yajl_gen_string(w->g, (const unsigned char *)"\xef\xbf\xbd", 3);
+}
+
+void kiwi_jw_value(kiwi_json_writer *w, const kiwi_json *j)
+{
+	switch (kiwi_json_type_of(j)) {
+	case KIWI_JSON_OBJECT:
+		kiwi_jw_open_object(w);
+		for (size_t k = 0; k < j->u.object.len; k++) {
+			kiwi_jw_key(w, j->u.object.keys[k]);
+			kiwi_jw_value(w, j->u.object.values[k]);
+		}
+		kiwi_jw_close_object(w);
+		break;
+	case KIWI_JSON_ARRAY:
+		kiwi_jw_open_array(w);
+		for (size_t k = 0; k < j->u.array.len; k++)
+			kiwi_jw_value(w, j->u.array.values[k]);
+		kiwi_jw_close_array(w);
+		break;
+	case KIWI_JSON_STRING:
+		kiwi_jw_string(w, j->u.string);
+		break;
+	case KIWI_JSON_NUMBER:
+		yajl_gen_number(w->g, j->u.number.r, strlen(j->u.number.r));
+		break;
+	case KIWI_JSON_BOOL:
+		kiwi_jw_bool(w, YAJL_IS_TRUE(j));
+		break;
+	case KIWI_JSON_NULL:
+	default:
+		kiwi_jw_null(w);
+		break;
+	}
 }
 
 const char *kiwi_jw_text(kiwi_json_writer *w, size_t *len)

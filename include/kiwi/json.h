@@ -22,7 +22,12 @@ enum kiwi_json_type {
 	KIWI_JSON_OBJECT,
 };
 
-/* Parses len bytes (no NUL needed). Rejects duplicate object keys.
+/* No configuration needs deeper nesting; deeper input is refused before
+ * any recursive code (ours or yajl's tree free) could run out of stack. */
+#define KIWI_JSON_MAX_DEPTH 64
+
+/* Parses len bytes (no NUL needed). Rejects duplicate object keys and
+ * nesting deeper than KIWI_JSON_MAX_DEPTH.
  * On failure sets err (step "json") and returns NULL. */
 kiwi_json *kiwi_json_parse(const char *text, size_t len, kiwi_err *err);
 /* Reads at most max_bytes of path (more is an error), then parses it. */
@@ -63,6 +68,9 @@ void kiwi_jw_double(kiwi_json_writer *w, double v);
 void kiwi_jw_fixed(kiwi_json_writer *w, double v, int decimals);
 void kiwi_jw_bool(kiwi_json_writer *w, bool v);
 void kiwi_jw_null(kiwi_json_writer *w);
+/* Writes a parsed tree (or subtree) back out; numbers keep their original
+ * text, so nothing is rounded on the way through. */
+void kiwi_jw_value(kiwi_json_writer *w, const kiwi_json *j);
 /* The text so far; valid until the next call on w. */
 const char *kiwi_jw_text(kiwi_json_writer *w, size_t *len);
 

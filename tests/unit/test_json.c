@@ -116,3 +116,32 @@ Test(json, writer_round_trips)
 	cr_assert_str_eq(kiwi_json_string(kiwi_json_get(j, "bad")), "\xef\xbf\xbd");
 	cr_assert_eq(kiwi_json_len(kiwi_json_get(j, "arr")), 2);
 }
+
+Test(json, value_writes_a_tree_back_exactly)
+{
+	const char *text = "{\"a\":[1,2.50,-3e2,\"x\",true,false,null],\"b\":{}}";
+	kiwi_err e = { 0 };
+	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, strlen(text), &e);
+	cr_assert_not_null(j);
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	kiwi_jw_value(w, j);
+	size_t len;
+	const char *out = kiwi_jw_text(w, &len);
+	cr_assert_str_eq(out, text, "numbers must keep their text: %s", out);
+}
+
+Test(json, refuses_deep_nesting_but_not_brackets_in_strings)
+{
+	char deep[2 * (KIWI_JSON_MAX_DEPTH + 1) + 1];
+	memset(deep, '[', KIWI_JSON_MAX_DEPTH + 1);
+	memset(deep + KIWI_JSON_MAX_DEPTH + 1, ']', KIWI_JSON_MAX_DEPTH + 1);
+	deep[sizeof(deep) - 1] = '\0';
+	kiwi_err e = { 0 };
+	cr_assert_null(kiwi_json_parse(deep, strlen(deep), &e));
+	cr_assert(strstr(e.msg, "nesting"), "%s", e.msg);
+	_cleanup_json_ kiwi_json *ok = kiwi_json_parse(deep + 1, strlen(deep) - 2, &e);
+	cr_assert_not_null(ok, "%d levels are allowed", KIWI_JSON_MAX_DEPTH);
+	const char *s = "{\"k\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"\"}";
+	_cleanup_json_ kiwi_json *str = kiwi_json_parse(s, strlen(s), &e);
+	cr_assert_not_null(str, "%s", e.msg);
+}
