@@ -69,8 +69,9 @@ def syscall_times(evs, t0, t1):
 
 
 def first(evs, ev, nr=None, after=float("-inf")):
+    nrs = nr if isinstance(nr, tuple) else (nr,)
     for t, e, trace, _ in evs:
-        if t >= after and e == ev and (nr is None or trace.startswith("NR %d " % nr)):
+        if t >= after and e == ev and (nr is None or any(trace.startswith("NR %d " % n) for n in nrs)):
             return t
     return None
 
@@ -95,7 +96,9 @@ def main():
             ("launcher execve", first(L, "raw_syscalls:sys_enter", 59)),
             ("launcher start-up until clone3", first(L, "raw_syscalls:sys_exit", 59)),
             ("clone3 (namespaces)", first(L, "raw_syscalls:sys_enter", 435)),
-            ("init: set-up until it forks the command", first(L, "raw_syscalls:sys_exit", 435)),
+            ("init: until the id maps are written (first receive returns)", first(L, "raw_syscalls:sys_exit", 435)),
+            ("init: set-up until pivot_root", first(I, "raw_syscalls:sys_exit", (0, 45, 47))),
+            ("init: pivot_root until it forks the command", first(I, "raw_syscalls:sys_enter", 155)),
             ("command: fork until its execve", C[0][0] if C else None),
             ("command: execve", first(C, "raw_syscalls:sys_enter", 59)),
             ("command: runs until it exits", first(C, "raw_syscalls:sys_exit", 59)),
