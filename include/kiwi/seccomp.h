@@ -18,6 +18,10 @@ struct kiwi_seccomp;
 /* Profiles larger than this are refused rather than read. */
 #define KIWI_SECCOMP_PROFILE_MAX (4u << 20)
 
+/* The compile functions reuse a program compiled before from the same text
+ * when the cache has it (kiwi-run-seccomp(5), CACHE; KIWI_SECCOMP_CACHE_DIR
+ * moves or disables it). On failure *out is NULL and err names the profile,
+ * the member at fault and why. */
 int kiwi_seccomp_compile_file(const char *path, struct kiwi_seccomp **out, kiwi_err *err);
 /* origin names the profile in error messages ("default", a path...). */
 int kiwi_seccomp_compile_json(const char *text, size_t len, const char *origin,
