@@ -178,27 +178,16 @@ cleanup() {
   [ -z "$run" ] || rm -rf "$run"
 }
 
-# Copies the guest's stdout and stderr, which qemu writes into FIFOs, to
-# ours. Not qemu's own file chardev on /dev/fd/1: that opens a second file
-# description, whose offset would clash with the caller's when stdout is a
-# regular file.
+# Streams the guest's stdout and stderr, which qemu writes into regular
+# files, to ours until qemu is gone. Regular files because qemu drops
+# console bytes whenever a write would block (a full pipe); not qemu's own
+# file chardev on /dev/fd/1 either, which would open a second file
+# description whose offset clashes with the caller's when stdout is a file.
 start_pumps() {
-  mkfifo "$run/stdout" "$run/stderr"
-  cat "$run/stdout" &
+  tail -c +1 -s 0.1 -f --pid="$qemu_pid" "$run/stdout" &
   out_pid=$!
-  cat "$run/stderr" >&2 &
+  tail -c +1 -s 0.1 -f --pid="$qemu_pid" "$run/stderr" >&2 &
   err_pid=$!
-}
-
-# After qemu is gone: unblocks a pump still waiting to open its FIFO (qemu
-# died before opening it) and lets both finish copying.
-finish_pumps() {
-  local f fd
-  for f in "$run/stdout" "$run/stderr"; do
-    exec {fd}<> "$f"
-    exec {fd}>&-
-  done
-  wait "$out_pid" "$err_pid" || true
 }
 
 # Waits for qemu or the timeout, whichever comes first; returns 124 on timeout.
@@ -254,12 +243,15 @@ main() {
   run=$(mktemp -d /tmp/kiwi-vm.XXXXXX)
   write_control
   build_qemu_args
-  start_pumps
+  : > "$run/stdout"
+  : > "$run/stderr"
   qemu-system-x86_64 "${qemu_args[@]}" > "$run/qemu.log" 2>&1 < /dev/null &
   qemu_pid=$!
+  start_pumps
   local status=0
   wait_for_qemu || status=$?
-  finish_pumps
+  # The pumps copy what is left and end once qemu is gone.
+  wait "$out_pid" "$err_pid" || true
   [ -z "${KIWI_VM_DEBUG:-}" ] || cat "$run/console.log" >&2
   if [ "$status" = 124 ]; then
     show_console "timed out"

@@ -108,12 +108,25 @@ check_delegation() {
 }
 
 # Modules load on demand through the host's modprobe and the shared modules
-# tree: veth (and with it the netns plumbing the network tests need).
+# tree, as the network, disk and rootfs tests need them: veth, nf_tables
+# (through iptables-nft, when the host has it), loop, overlayfs.
 check_modules() {
-  if ip link add kiwi-a type veth peer name kiwi-b 2>/dev/null && ip link del kiwi-a; then
+  local failed_parts= img=/tmp/smoke-loop.img dev d=/tmp/smoke-ovl
+  ip link add kiwi-a type veth peer name kiwi-b > /dev/null 2>&1 && ip link del kiwi-a ||
+    failed_parts+=" veth"
+  if command -v iptables-nft > /dev/null; then
+    iptables-nft -A OUTPUT -d 192.0.2.1 -j DROP > /dev/null 2>&1 &&
+      grep -qw '^nf_tables' /proc/modules || failed_parts+=" nf_tables"
+  fi
+  truncate -s 1M "$img"
+  if dev=$(losetup -f --show "$img" 2>/dev/null); then losetup -d "$dev"; else failed_parts+=" loop"; fi
+  mkdir -p "$d/lower" "$d/upper" "$d/work" "$d/merged"
+  mount -t overlay -o "lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work" overlay "$d/merged" &&
+    umount "$d/merged" || failed_parts+=" overlay"
+  if [ -z "$failed_parts" ]; then
     ok modules
   else
-    not_ok modules "ip link add type veth failed; lsmod: $(lsmod 2>&1 | head -n 5 | tr '\n' ' ')"
+    not_ok modules "failed:$failed_parts"
   fi
 }
 
@@ -150,7 +163,7 @@ on_host() {
   done
   [ "$status" = "$all_ok" ] || fail "run.sh exited $status, the guest exited $all_ok"
   if ! cmp -s "$tmp/blob" "$tmp/stderr"; then
-    echo "stderr (first 300 bytes):" >&2
+    echo "stderr: $(stat -c %s "$tmp/stderr") bytes; $(cmp "$tmp/blob" "$tmp/stderr" 2>&1 | head -n 1)" >&2
     head -c 300 "$tmp/stderr" | cat -v >&2
     fail "stderr is not the guest's 256 KiB blob byte for byte"
   fi
