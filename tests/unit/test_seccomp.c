@@ -3,6 +3,7 @@
  * the BPF in a userspace interpreter (seccomp_bpf.c). The kernel-side load
  * is tested by tests/seccomp/test_seccomp_kernel.c. */
 #include "kiwi/cleanup.h"
+#include "kiwi/json.h"
 #include "kiwi/seccomp.h"
 #include "seccomp_bpf.h"
 
@@ -492,4 +493,43 @@ Test(seccomp_profile, oversized_file_is_refused)
 	cr_assert_eq(kiwi_seccomp_compile_file("/dev/zero", &f, &err), -1);
 	cr_expect_eq(err.errnum, EFBIG, "%s", err.msg);
 	cr_expect_null(f);
+}
+
+/* ---- the documentation keeps up with the profile ---- */
+
+static char *slurp(const char *file)
+{
+	FILE *fp = fopen(file, "r");
+	cr_assert_not_null(fp, "cannot open %s", file);
+	static char buf[1 << 20];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Every syscall the default profile refuses by name is named in
+ * kiwi-run-seccomp(5), where its group's reason is given. */
+Test(seccomp_default, man_page_names_every_refused_syscall)
+{
+	size_t len;
+	const char *text = kiwi_seccomp_default_text(&len);
+	kiwi_err err = { 0 };
+	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, &err);
+	cr_assert_not_null(j, "%s", err.msg);
+	const char *man = slurp(SECCOMP_MAN_PAGE);
+	const kiwi_json *rules = kiwi_json_get(j, "syscalls");
+	size_t checked = 0;
+	for (size_t i = 0; i < kiwi_json_len(rules); i++) {
+		const kiwi_json *r = kiwi_json_at(rules, i);
+		if (strcmp(kiwi_json_string(kiwi_json_get(r, "action")), "SCMP_ACT_ERRNO"))
+			continue;
+		const kiwi_json *names = kiwi_json_get(r, "names");
+		for (size_t k = 0; k < kiwi_json_len(names); k++, checked++) {
+			const char *name = kiwi_json_string(kiwi_json_at(names, k));
+			/* In roff, an underscore is literal; match the bare name. */
+			cr_expect_not_null(strstr(man, name), "%s is refused but not in the man page", name);
+		}
+	}
+	cr_expect_gt(checked, 40u);
 }
