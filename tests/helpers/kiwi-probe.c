@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -150,17 +151,20 @@ static int cmd_ls(int argc, char **argv)
 
 /* ---- process state ----------------------------------------------------- */
 
-/* The /proc/self/status fields the tests assert on, plus who we are. */
+/* The /proc/self/status fields the tests assert on, plus who we are; with
+ * PID, the fields of /proc/PID/status alone. */
 static int cmd_status(int argc, char **argv)
 {
 	static const char *const wanted[] = {
 		"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
 		"NoNewPrivs", "Seccomp", "Uid", "Gid", "Groups", "NSpid",
 	};
-	(void)argc, (void)argv;
-	FILE *f = fopen("/proc/self/status", "re");
+	char path[64] = "/proc/self/status";
+	if (argc > 0)
+		snprintf(path, sizeof path, "/proc/%d/status", atoi(argv[0]));
+	FILE *f = fopen(path, "re");
 	if (!f)
-		return fail("/proc/self/status");
+		return fail(path);
 	bool first = true;
 	putchar('{');
 	char line[512];
@@ -180,6 +184,10 @@ static int cmd_status(int argc, char **argv)
 		}
 	}
 	fclose(f);
+	if (argc > 0) {
+		puts("}");
+		return 0;
+	}
 	json_key("pid", &first);
 	printf("%d", (int)getpid());
 	json_key("ppid", &first);
@@ -602,6 +610,21 @@ static int cmd_daemonize(int argc, char **argv)
 	return 0;
 }
 
+/* Tries to attach to PID with ptrace (and detaches at once). The sandbox's
+ * init holds the socket to kiwi-run: a command that could trace it could
+ * forge its own verdict. */
+static int cmd_ptrace(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	pid_t pid = atoi(argv[0]);
+	long r = ptrace(PTRACE_SEIZE, pid, NULL, NULL);
+	json_errno_result(r == 0, errno);
+	if (r == 0)
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	return 0;
+}
+
 /* Counts zombies in /proc that are not our own children. */
 static int count_foreign_zombies(void)
 {
@@ -739,7 +762,7 @@ static const struct subcommand {
 	int (*run)(int argc, char **argv);
 	const char *usage;
 } subcommands[] = {
-	{"status", cmd_status, "caps, no_new_privs, seccomp, ids as JSON"},
+	{"status", cmd_status, "[PID]: caps, no_new_privs, seccomp, ids as JSON"},
 	{"fds", cmd_fds, "open fds as a JSON array"},
 	{"env", cmd_env, "environ, exactly, as a JSON array"},
 	{"mounts", cmd_mounts, "/proc/self/mountinfo"},
@@ -761,6 +784,7 @@ static const struct subcommand {
 	{"spin", cmd_spin, "MS: burn MS ms of user CPU"},
 	{"wait-signal", cmd_wait_signal, "[TIMEOUT]: print ready, wait, print the signal"},
 	{"daemonize", cmd_daemonize, "FILE: leave a setsid daemon beating into FILE"},
+	{"ptrace", cmd_ptrace, "PID: try to attach to PID"},
 	{"orphans", cmd_orphans, "[N]: make N orphans, count unreaped zombies"},
 	{"escape", cmd_escape, "HOSTPATH: try to reach a host file"},
 };

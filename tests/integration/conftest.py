@@ -10,7 +10,7 @@ Inputs (environment):
   KIWI_RUN     the kiwi-run binary   (default <repo>/build/src/kiwi-run)
   KIWI_PROBE   the kiwi-probe binary (default <builddir>/tests/helpers/kiwi-probe,
                else compiled here with cc -static)
-  KIWI_TEST_ROOTFS  where the busybox rootfs is cached
+  KIWI_TEST_ROOTFS  where busybox rootfses are cached, one per probe
                (default /var/tmp/kiwi-test-rootfs)
 
 Everything the sandboxes see from the host (the binary copy, the rootfs,
@@ -19,6 +19,7 @@ kiwi-run with a fresh tmpfs over /tmp, so that files kiwi-run leaves in /tmp
 can be told apart from those of the other programs on this machine.
 """
 import fcntl
+import hashlib
 import json
 import os
 import pwd
@@ -108,22 +109,26 @@ def binaries(session_dir):
 
 @pytest.fixture(scope="session")
 def rootfs(binaries):
-    """The busybox rootfs with kiwi-probe in /usr/local/bin, built once and
-    cached (busybox-rootfs.sh rebuilds only when its inputs changed)."""
-    dest = Path(os.environ.get("KIWI_TEST_ROOTFS", "/var/tmp/kiwi-test-rootfs"))
-    script = REPO / "rootfs-tools" / "busybox-rootfs.sh"
+    """The busybox rootfs with kiwi-probe in /usr/local/bin, built once per
+    probe binary and kept: one directory per probe checksum, so that test
+    sessions with different probes never rebuild a rootfs under each other."""
     if not Path("/bin/busybox").exists():
         pytest.skip("busybox-static is not installed (apt-get install busybox-static)")
+    cache = Path(os.environ.get("KIWI_TEST_ROOTFS", "/var/tmp/kiwi-test-rootfs"))
+    cache.mkdir(mode=0o755, parents=True, exist_ok=True)
+    digest = hashlib.sha256(binaries[1].read_bytes()).hexdigest()[:16]
+    dest = cache / digest
+    script = REPO / "rootfs-tools" / "busybox-rootfs.sh"
     old = os.umask(0o022)
     try:
-        with open(f"{dest}.lock", "w") as lock:  # concurrent sessions share the cache
+        with open(cache / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             r = _sh("sh", str(script), str(dest), str(binaries[1]))
     finally:
         os.umask(old)
     if r.returncode != 0:
         pytest.exit(f"busybox-rootfs.sh failed:\n{r.stdout}{r.stderr}", 2)
-    assert (dest / "usr/local/bin/kiwi-probe").is_file()
+    assert (dest / PROBE.lstrip("/")).is_file()
     # the cache may have been made under another umask: the test user reads it
     for p in (dest, *dest.parents):
         if p.stat().st_mode & 0o005 != 0o005:

@@ -4,6 +4,7 @@ environment, file descriptors, credentials."""
 import errno
 import os
 import socket
+import subprocess
 
 import pytest
 
@@ -92,6 +93,32 @@ def test_shell_sees_no_capabilities(kiwi):
     assert r.returncode == 0, explain(r)
     fields = dict(l.split(":\t") for l in r.stdout.splitlines())
     assert fields == {"CapEff": ZERO_CAPS, "CapBnd": ZERO_CAPS, "NoNewPrivs": "1"}, explain(r)
+
+
+def test_init_holds_no_capability(kiwi):
+    """Seen from the command's first instant: init must drop its
+    capabilities before it starts the command, not after (8 tries, as the
+    window is short)."""
+    for attempt in range(8):
+        st = kiwi.probe("status", "1")
+        held = {k: st[k] for k in ("CapEff", "CapPrm", "CapBnd") if st[k] != ZERO_CAPS}
+        assert held == {}, f"try {attempt}: the sandbox's init holds {held}"
+    r = kiwi.sh("grep -E '^(CapEff|CapPrm|CapBnd)' /proc/1/status")
+    assert r.returncode == 0, explain(r)
+    fields = dict(l.split(":\t") for l in r.stdout.splitlines())
+    assert fields == {"CapEff": ZERO_CAPS, "CapPrm": ZERO_CAPS, "CapBnd": ZERO_CAPS}, explain(r)
+
+
+def test_command_cannot_trace_init(kiwi):
+    """Init keeps kiwi-run's sync socket: tracing it would let the command
+    forge its own verdict."""
+    res = kiwi.probe("ptrace", "1")
+    assert res["ok"] is False, f"the command can ptrace the sandbox's init: {res}"
+    for path in ("/proc/1/environ", "/proc/1/mem"):
+        res = kiwi.probe("read", path, "16")
+        assert res["ok"] is False, f"the command can read {path}: {res}"
+    r = kiwi.sh("for f in /proc/1/fd/*; do readlink $f; done")
+    assert r.stdout == "", f"the command can follow init's fds: {explain(r)}"
 
 
 def test_runs_as_uid_0_mapped_to_caller(kiwi):
@@ -382,6 +409,31 @@ def test_bind_ro(kiwi):
     assert not (src / "out").exists()
     r = kiwi.run(["cat", "/workspace/in"], opts=opts)
     assert r.returncode == 0 and r.stdout == "from host\n", explain(r)
+
+
+def test_bind_file(kiwi):
+    src = kiwi.workdir()
+    (src / "hosts").write_text("10.9.8.7\tbound\n")
+    kiwi.chown(src)
+    r = kiwi.run(["cat", "/etc/hosts"], opts=["--bind", f"{src / 'hosts'}:/etc/hosts:ro"])
+    assert r.returncode == 0 and r.stdout == "10.9.8.7\tbound\n", explain(r)
+
+
+def test_bind_creates_missing_destination_in_writable_rootfs(kiwi):
+    root = kiwi.rootfs_copy()
+    src = kiwi.workdir()
+    (src / "f").write_text("created\n")
+    kiwi.chown(src)
+    r = kiwi.run(["cat", "/newmnt/f"], rootfs=root, opts=["--bind", f"{src}:/newmnt"])
+    assert r.returncode == 0 and r.stdout == "created\n", explain(r)
+
+
+def test_relative_rootfs_path(kiwi):
+    parent, name = os.path.split(kiwi.rootfs)
+    argv = kiwi.raw_argv(["run", "--rootfs", f"./{name}/", "--", "kiwi-probe", "hostname"])
+    r = subprocess.run(argv, cwd=parent, capture_output=True, text=True, env=kiwi.env(),
+                       timeout=10)
+    assert r.returncode == 0 and r.stdout == "kiwi\n", explain(r)
 
 
 def test_several_binds(kiwi):
