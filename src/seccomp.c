@@ -18,6 +18,7 @@
 #include "kiwi/json.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -843,6 +844,40 @@ static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
 	return TAKE_PTR(f);
 }
 
+#define CACHE_MAX_ENTRIES 64
+
+/* Every rebuild of kiwi-run and every libseccomp or kernel update starts
+ * new entries, so the oldest is dropped once there are too many. */
+static void cache_prune(int dir)
+{
+	int fd = dup(dir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char oldest[NAME_MAX + 1] = "";
+	struct timespec oldest_time = { 0 };
+	size_t n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		struct stat st;
+		size_t len = strlen(e->d_name);
+		if (len < 4 || strcmp(e->d_name + len - 4, ".bpf") ||
+		    fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		n++;
+		if (!oldest[0] || st.st_mtim.tv_sec < oldest_time.tv_sec ||
+		    (st.st_mtim.tv_sec == oldest_time.tv_sec && st.st_mtim.tv_nsec < oldest_time.tv_nsec)) {
+			oldest_time = st.st_mtim;
+			snprintf(oldest, sizeof(oldest), "%s", e->d_name);
+		}
+	}
+	closedir(d);
+	if (n >= CACHE_MAX_ENTRIES)
+		(void)unlinkat(dir, oldest, 0);
+}
+
 /* Written to a temporary name and renamed, so readers never see half. */
 static void cache_store(const char *text, size_t len, const struct kiwi_seccomp *f)
 {
@@ -852,6 +887,7 @@ static void cache_store(const char *text, size_t len, const struct kiwi_seccomp 
 	_cleanup_close_ int dir = cache_open_dir(true);
 	if (dir < 0)
 		return;
+	cache_prune(dir);
 	/* Unique among live processes; O_EXCL steps past a crashed one's. */
 	_cleanup_close_ int fd = -1;
 	for (int tries = 0; fd < 0 && tries < 8; tries++) {

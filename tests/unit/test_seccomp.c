@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <sched.h>
 #include <signal.h>
@@ -532,4 +533,23 @@ Test(seccomp_default, man_page_names_every_refused_syscall)
 		}
 	}
 	cr_expect_gt(checked, 40u);
+}
+
+Test(seccomp_cache, stays_bounded, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	/* 64 stale entries, the first the oldest. */
+	for (int i = 0; i < 64; i++) {
+		char file[128];
+		snprintf(file, sizeof(file), "%s/stale%02d.bpf", cache_dir, i);
+		FILE *fp = fopen(file, "w");
+		cr_assert_not_null(fp);
+		fclose(fp);
+		struct timespec times[2] = { { 1000 + i, 0 }, { 1000 + i, 0 } };
+		cr_assert_eq(utimensat(AT_FDCWD, file, times, 0), 0);
+	}
+	kiwi_seccomp_free(compile_default());
+	char cmd[320];
+	snprintf(cmd, sizeof(cmd), "test $(ls '%s' | wc -l) -eq 64 && test ! -e '%s/stale00.bpf' && "
+		 "test -e '%s/stale01.bpf'", cache_dir, cache_dir, cache_dir);
+	cr_expect_eq(system(cmd), 0, "the oldest entry was not the one dropped");
 }
