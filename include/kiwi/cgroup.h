@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One cgroup v2 cgroup per sandbox: created with its limits before clone3
+ * (the child starts inside it through CLONE_INTO_CGROUP), read for the
+ * verdict after the command ends, removed on every path. Only the unified
+ * hierarchy is ever touched: a v1 or hybrid host gets one clear error. */
+#ifndef KIWI_CGROUP_H
+#define KIWI_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiwi/err.h"
+
+/* "max" (no ceiling, but the controller still accounts) in any int64 field. */
+#define KIWI_CGROUP_MAX INT64_MAX
+#define KIWI_CGROUP_CPU_PERIOD_US 100000
+
+struct kiwi_cgroup_limits {
+	int64_t memory_max;        /* bytes; -1 = not set */
+	int64_t memory_swap_max;   /* bytes; -1 = not set (then 0 when memory_max is set) */
+	int64_t pids_max;          /* -1 = not set */
+	int64_t cpu_quota_us;      /* -1 = not set; with cpu_period_us, from --cpus 1.5 -> 150000/100000 */
+	int64_t cpu_period_us;
+	int io_weight;             /* 0 = not set; 1..10000 */
+	const char *io_max;        /* NULL or "MAJ:MIN rbps=... wbps=..." lines, passed through after validation */
+};
+
+/* Every field "not set". */
+#define KIWI_CGROUP_LIMITS_INIT                                                            \
+	{ .memory_max = -1, .memory_swap_max = -1, .pids_max = -1, .cpu_quota_us = -1,     \
+	  .cpu_period_us = -1, .io_weight = 0, .io_max = NULL }
+
+/* Parsers for the CLI and the policy file. Sizes are binary: "512M",
+ * "1.5G", "256k", "4096", "max" (KIWI_CGROUP_MAX). CPUs: "1.5" gives
+ * 150000/100000, "max" gives KIWI_CGROUP_MAX. Each fails (step "parse")
+ * with a message naming the value; the caller wraps it with the flag. */
+int kiwi_parse_size(const char *s, int64_t *out, kiwi_err *err);
+int kiwi_parse_cpus(const char *s, int64_t *quota_us, int64_t *period_us, kiwi_err *err);
+/* A pids.max value: a positive count or "max". */
+int kiwi_parse_pids(const char *s, int64_t *out, kiwi_err *err);
+/* Checks io_max lines ("MAJ:MIN key=value..." with rbps wbps riops wiops). */
+int kiwi_cgroup_check_io_max(const char *lines, kiwi_err *err);
+bool kiwi_cgroup_limits_any(const struct kiwi_cgroup_limits *l);
+
+/* The controllers the limits need, as KIWI_CG_* bits, and their names. */
+enum {
+	KIWI_CG_CPU = 1 << 0,
+	KIWI_CG_IO = 1 << 1,
+	KIWI_CG_MEMORY = 1 << 2,
+	KIWI_CG_PIDS = 1 << 3,
+};
+unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l);
+const char *kiwi_cgroup_controller_name(unsigned bit);
+
+struct kiwi_cgroup;
+
+/* Creates <parent>/kiwi-<random> with the limits written. parent is a path
+ * in the unified hierarchy ("/kiwi.slice", "jobs/a") or an absolute path
+ * under its mount; it is created when missing. NULL: as root
+ * <mount>/kiwi.slice, rootless a "kiwi" cgroup beside the caller's own
+ * (inside the subtree delegated to it). Controllers are enabled only in
+ * cgroups kiwi-run creates and in the first existing one it attaches to.
+ * The object holds an O_DIRECTORY|O_CLOEXEC fd of the new cgroup, for
+ * CLONE_INTO_CGROUP, with flock(LOCK_SH) on it for the object's lifetime:
+ * the mark kiwi_cgroup_gc() respects. */
+int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
+		       struct kiwi_cgroup **out, kiwi_err *err);
+int kiwi_cgroup_fd(const struct kiwi_cgroup *cg);
+const char *kiwi_cgroup_path(const struct kiwi_cgroup *cg);   /* absolute path of the cgroup dir */
+/* The path inside the unified hierarchy ("/kiwi.slice/kiwi-..."), for the verdict. */
+const char *kiwi_cgroup_name(const struct kiwi_cgroup *cg);
+int kiwi_cgroup_kill(struct kiwi_cgroup *cg, kiwi_err *err);   /* cgroup.kill=1 */
+
+struct kiwi_cgroup_stats {
+	bool oom_killed; uint64_t oom_kills;          /* memory.events oom_kill (and oom_group_kill) */
+	bool peak_known; uint64_t peak_memory_kib;    /* memory.peak; false on kernels without it */
+	bool pids_limit_hit;                           /* pids.events max > 0 */
+	uint64_t cpu_usage_us, cpu_user_us, cpu_system_us;  /* cpu.stat */
+};
+/* Reads what the controllers counted; files of controllers not enabled
+ * leave their fields zero. */
+int kiwi_cgroup_read_stats(struct kiwi_cgroup *cg, struct kiwi_cgroup_stats *st, kiwi_err *err);
+
+/* Kills what is left, waits (bounded) until nothing is left, removes the
+ * cgroup and any the sandbox made below it, frees. NULL-safe; frees even
+ * when it fails. */
+int kiwi_cgroup_destroy(struct kiwi_cgroup *cg, kiwi_err *err);
+
+/* Under parent (NULL = the default above), removes every kiwi-* cgroup
+ * whose owner is gone (no flock held on it), killing its processes first. */
+int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err);
+
+/* ---- helpers, exposed for the unit tests ---- */
+/* Value of "key N" in a flat-keyed file's text (memory.events, cpu.stat). */
+bool kiwi_cgroup_keyed(const char *text, const char *key, uint64_t *out);
+/* Formats a limit for its file: "max" or the number. */
+void kiwi_cgroup_format_limit(int64_t v, char *buf, size_t len);
+
+static inline void kiwi_cgroup_destroyp(struct kiwi_cgroup **cg)
+{
+	kiwi_cgroup_destroy(*cg, NULL);
+}
+#define _cleanup_cgroup_ __attribute__((cleanup(kiwi_cgroup_destroyp)))
+
+#endif
