@@ -90,46 +90,6 @@ static int parse_fraction(const char **p, uint64_t *frac, uint64_t *scale, int m
 	return 0;
 }
 
-static int unit_shift(const char **p)
-{
-	static const char units[] = "kmgt";
-	const char *u = **p ? strchr(units, tolower((unsigned char)**p)) : NULL;
-	if (!u)
-		return 0;
-	(*p)++;
-	if (**p == 'i' && (*p)[1] == 'B')
-		*p += 2;
-	else if (**p == 'B')
-		(*p)++;
-	return 10 * (int)(u - units + 1);
-}
-
-int kiwi_parse_size(const char *s, int64_t *out, kiwi_err *err)
-{
-	if (s && !strcmp(s, "max")) {
-		*out = KIWI_CGROUP_MAX;
-		return 0;
-	}
-	const char *p = s ? s : "";
-	uint64_t whole, frac, scale;
-	int shift = -1;
-	if (parse_digits(&p, &whole, 19) && parse_fraction(&p, &frac, &scale, 9) == 0) {
-		shift = unit_shift(&p);
-		if (shift == 0 && *p == 'B')
-			p++;
-	}
-	unsigned __int128 v = 0;
-	if (shift >= 0 && *p == '\0' && (shift > 0 || scale == 1))
-		v = ((unsigned __int128)whole << shift) +
-		    (((unsigned __int128)frac << shift) / scale);
-	if (shift < 0 || *p != '\0' || (shift == 0 && scale != 1) || v >= (unsigned __int128)INT64_MAX)
-		return kiwi_error(err, EINVAL, "parse",
-				  "`%s` is not a size: want bytes with an optional binary unit "
-				  "(k, M, G, T), like 512M or 1.5G, or max", s ? s : "");
-	*out = (int64_t)v;
-	return 0;
-}
-
 int kiwi_parse_cpus(const char *s, int64_t *quota_us, int64_t *period_us, kiwi_err *err)
 {
 	*period_us = KIWI_CGROUP_CPU_PERIOD_US;

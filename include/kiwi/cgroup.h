@@ -31,11 +31,10 @@ struct kiwi_cgroup_limits {
 	{ .memory_max = -1, .memory_swap_max = -1, .pids_max = -1, .cpu_quota_us = -1,     \
 	  .cpu_period_us = -1, .io_weight = 0, .io_max = NULL }
 
-/* Parsers for the CLI and the policy file. Sizes are binary: "512M",
- * "1.5G", "256k", "4096", "max" (KIWI_CGROUP_MAX). CPUs: "1.5" gives
+/* Parsers for the CLI and the policy file (sizes: kiwi_parse_size in
+ * kiwi/units.h, whose "max" is KIWI_CGROUP_MAX too). CPUs: "1.5" gives
  * 150000/100000, "max" gives KIWI_CGROUP_MAX. Each fails (step "parse")
  * with a message naming the value; the caller wraps it with the flag. */
-int kiwi_parse_size(const char *s, int64_t *out, kiwi_err *err);
 int kiwi_parse_cpus(const char *s, int64_t *quota_us, int64_t *period_us, kiwi_err *err);
 /* A pids.max value: a positive count or "max". */
 int kiwi_parse_pids(const char *s, int64_t *out, kiwi_err *err);

@@ -24,6 +24,7 @@
 #include "kiwi/cgroup.h"
 #include "kiwi/json.h"
 #include "kiwi/spawn.h"
+#include "kiwi/units.h"
 
 struct opts {
 	const char *parent;
@@ -54,8 +55,8 @@ static int parse_opt(int c, const char *arg, struct opts *o, kiwi_err *err)
 	int64_t v;
 	switch (c) {
 	case 'P': o->parent = arg; return 0;
-	case 'm': return kiwi_parse_size(arg, &l->memory_max, err);
-	case 's': return kiwi_parse_size(arg, &l->memory_swap_max, err);
+	case 'm': return kiwi_parse_size(arg, "--memory", &l->memory_max, err);
+	case 's': return kiwi_parse_size(arg, "--swap", &l->memory_swap_max, err);
 	case 'p': return kiwi_parse_pids(arg, &l->pids_max, err);
 	case 'c': return kiwi_parse_cpus(arg, &l->cpu_quota_us, &l->cpu_period_us, err);
 	case 'x': l->io_max = arg; return kiwi_cgroup_check_io_max(arg, err);
