@@ -52,7 +52,7 @@ EOF
 
 echo "# kiwi-run profile $(date -u '+%Y-%m-%d %H:%M UTC'), $runs starts of /bin/true"
 echo
-echo "- kiwi-run: $kiwi (tree at $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))${extra[*]:+, options: ${extra[*]}}"
+echo "- kiwi-run: $kiwi (built $(date -u -r "$kiwi" '+%H:%M UTC'); this tree's HEAD: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))${extra[*]:+, options: ${extra[*]}}"
 echo "- kernel $(uname -r), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 

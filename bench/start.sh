@@ -128,7 +128,7 @@ echo
 echo "- kernel: $(uname -r); cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- crun $(crun --version | head -1 | awk '{print $3}'), bubblewrap $(bwrap --version | awk '{print $2}'), $(unshare --version)"
 if [ "$no_kiwi" = 0 ]; then
-  echo "- kiwi-run: $kiwi (tree at $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo "- kiwi-run: $kiwi (built $(date -u -r "$kiwi" '+%H:%M UTC'); this tree's HEAD: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 else
   echo "- kiwi-run: not measured (--no-kiwi)"
 fi
