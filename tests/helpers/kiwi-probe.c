@@ -563,7 +563,7 @@ static void heartbeat_forever(const char *file, int ready_fd)
 /* Double fork + setsid: the grandchild is a daemon in its own session that
  * ignores the polite signals and keeps beating. The probe exits 0 only once
  * the first beat is written, so a test never passes on a daemon that never
- * ran. Prints {"daemon_pid": N}. */
+ * ran. Prints {"daemon_pid": N, "pidns": "pid:[INODE]"}. */
 static int cmd_daemonize(int argc, char **argv)
 {
 	if (argc < 1)
@@ -606,7 +606,13 @@ static int cmd_daemonize(int argc, char **argv)
 			pid = -1;
 		fclose(f);
 	}
-	printf("{\"daemon_pid\": %d}\n", pid);
+	/* the pid namespace, by inode, so the host can look for survivors */
+	char ns[64] = "";
+	ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+	ns[n < 0 ? 0 : n] = '\0';
+	printf("{\"daemon_pid\": %d, \"pidns\": ", pid);
+	json_str(ns);
+	puts("}");
 	return 0;
 }
 

@@ -2,12 +2,14 @@
 """Exit statuses, signal forwarding, and the end of every process in the
 sandbox when the command exits."""
 import json
+import os
 import signal
 import time
 
 import pytest
 
 from conftest import explain
+from procs import describe_pid
 
 # -- exit statuses
 
@@ -124,34 +126,60 @@ def test_shell_trap_sees_forwarded_signal(kiwi):
 # -- every process ends with the command
 
 
+def pidns_alive(ns):
+    """Host pids of the living (not zombie) processes in pid namespace NS
+    ("pid:[inode]")."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") != ns:
+                    continue
+                with open(f"/proc/{entry}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        pids.append(int(entry))
+            except (OSError, IndexError):
+                pass
+    return pids
+
+
+def assert_daemon_gone(daemon, beat, within=5.0):
+    """No process of the sandbox's pid namespace is left (waiting up to
+    WITHIN seconds: a loaded machine may take a moment to tear it down),
+    and the heartbeat has stopped."""
+    assert daemon["daemon_pid"] > 2 and daemon["pidns"].startswith("pid:["), daemon
+    assert beat.exists(), "the daemon never beat: the test proves nothing"
+    deadline = time.monotonic() + within
+    while left := pidns_alive(daemon["pidns"]):
+        assert time.monotonic() < deadline, \
+            f"processes of the sandbox alive {within}s after kiwi-run ended: " \
+            f"{[describe_pid(p) for p in left]}"
+        time.sleep(0.05)
+    first = beat.read_text()
+    time.sleep(0.1)
+    assert beat.read_text() == first, "heartbeat goes on with the pid namespace empty"
+
+
 def test_daemonised_grandchild_dies_with_command(kiwi):
     work = kiwi.workdir()
-    beat = work / "heartbeat"
     args = ["run", "--rootfs", kiwi.rootfs, "--bind", f"{work}:/workspace", "--",
             "kiwi-probe", "daemonize", "/workspace/heartbeat"]
     start = time.monotonic()
     res = kiwi.leftovers(args)
     assert res["returncode"] == 0, res
     assert time.monotonic() - start < 10, "kiwi-run waited for the daemon"
-    assert json.loads(res["stdout"])["daemon_pid"] > 2, res
-    assert beat.exists(), "the daemon never beat: the test proves nothing"
-    first = beat.read_text()
-    time.sleep(0.3)  # 15 beats at 20 ms
-    assert beat.read_text() == first, "the daemon is still beating after kiwi-run exited"
     assert res["processes"] == [], res["processes"]
+    assert_daemon_gone(json.loads(res["stdout"]), work / "heartbeat")
 
 
 def test_daemonised_grandchild_dies_without_wrapper(kiwi):
     """The same, with kiwi-run started directly by the test (whose subreaper
     check sees any process that escapes the sandbox)."""
     work = kiwi.workdir()
-    beat = work / "heartbeat"
     r = kiwi.run(["kiwi-probe", "daemonize", "/workspace/heartbeat"],
                  opts=["--bind", f"{work}:/workspace"])
     assert r.returncode == 0, explain(r)
-    first = beat.read_text()
-    time.sleep(0.3)
-    assert beat.read_text() == first, "the daemon is still beating after kiwi-run exited"
+    assert_daemon_gone(json.loads(r.stdout), work / "heartbeat")
 
 
 def test_background_child_does_not_hold_kiwi_run(kiwi):
@@ -170,23 +198,14 @@ def test_sandbox_dies_with_kiwi_run(kiwi):
     """SIGKILL to kiwi-run (which it cannot forward) still ends the sandbox,
     daemons included."""
     work = kiwi.workdir()
-    beat = work / "heartbeat"
     proc = kiwi.popen(["/bin/sh", "-c",
-                       "kiwi-probe daemonize /workspace/heartbeat >/dev/null && "
+                       "kiwi-probe daemonize /workspace/heartbeat >/workspace/daemon.json && "
                        "echo ready && exec kiwi-probe sleep 30"],
                       opts=["--bind", f"{work}:/workspace"])
     code, out, err, _ = signal_when_ready(proc, signal.SIGKILL, settle=0.1)
     assert code == -signal.SIGKILL, f"exit {code}\n{out}\n{err}"
-    assert beat.exists(), "the daemon never beat: the test proves nothing"
-    deadline = time.monotonic() + 3
-    last = beat.read_text()
-    while True:  # the sandbox may take a moment to go
-        time.sleep(0.2)
-        now = beat.read_text()
-        if now == last:
-            break
-        last = now
-        assert time.monotonic() < deadline, "the daemon outlived a SIGKILLed kiwi-run"
+    daemon = json.loads((work / "daemon.json").read_text())
+    assert_daemon_gone(daemon, work / "heartbeat")
 
 
 def test_concurrent_sandboxes(kiwi):
