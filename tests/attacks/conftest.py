@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Harness for the attack suite: hostile programs run inside default
+sandboxes, as root and as the unprivileged user, and the host checked
+afterwards.
+
+It borrows the integration harness (tests/integration/conftest.py, loaded
+by path under another module name): its session directory, test user,
+subreaper, leftover-process check and the per-mode `Kiwi` runner. What is
+its own: the static attack program `kiwi-attack` (this directory) in a
+busybox rootfs of its own, and `host_unchanged`, which fails any test
+after which the host's mount table, /etc, a canary file or kiwi-run's own
+binary changed.
+
+Inputs (environment):
+  KIWI_RUN     the kiwi-run binary (default <repo>/build/src/kiwi-run)
+  KIWI_ATTACK  the kiwi-attack binary (default: compiled here, cc -static)
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+IT = REPO / "tests" / "integration"
+ATTACK = "/usr/local/bin/kiwi-attack"  # where busybox-rootfs.sh puts it
+
+sys.path.insert(0, str(IT))  # the integration conftest imports procs.py
+_spec = importlib.util.spec_from_file_location("kiwi_it_conftest", IT / "conftest.py")
+it = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(it)
+
+# Fixtures taken as they are (pytest finds them by name in this module;
+# those that depend on others get this module's when it defines them).
+session_dir = it.session_dir
+scratch = it.scratch
+test_user = it.test_user
+subreaper = it.subreaper
+no_leftover_processes = it.no_leftover_processes
+explain = it.explain
+
+
+@pytest.fixture(scope="session")
+def attack_binary(session_dir):
+    env = os.environ.get("KIWI_ATTACK")
+    out = session_dir / "kiwi-attack"
+    if env:
+        shutil.copy2(env, out)
+    else:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            pytest.exit("no KIWI_ATTACK and no C compiler to build it", 2)
+        r = subprocess.run([cc, "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra",
+                            "-Werror", "-static", "-o", str(out), str(HERE / "kiwi-attack.c")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.exit(f"building kiwi-attack failed:\n{r.stderr}", 2)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.fixture(scope="session")
+def kiwi_binary(session_dir):
+    """kiwi-run, copied where the test user can run it, and its digest."""
+    src = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
+    if not src.is_file():
+        pytest.exit(f"kiwi-run binary {src} is missing: build it or set KIWI_RUN", 2)
+    dest = session_dir / "kiwi-run"
+    shutil.copy2(src, dest)
+    dest.chmod(0o755)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def rootfs(session_dir, attack_binary):
+    """A busybox rootfs with kiwi-attack in /usr/local/bin, this session's own."""
+    if not Path("/bin/busybox").exists():
+        pytest.skip("busybox-static is not installed (apt-get install busybox-static)")
+    dest = session_dir / "rootfs"
+    old = os.umask(0o022)
+    try:
+        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(dest),
+                            str(attack_binary)], capture_output=True, text=True)
+    finally:
+        os.umask(old)
+    if r.returncode != 0:
+        pytest.exit(f"busybox-rootfs.sh failed:\n{r.stdout}{r.stderr}", 2)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def binaries(kiwi_binary, attack_binary):
+    """What the integration harness's `kiwi` fixture runs: kiwi-run, and
+    the program inside (kiwi-attack here, in place of its probe)."""
+    return kiwi_binary, attack_binary
+
+
+# The per-mode runner, root and rootless, over this module's `binaries`
+# and `rootfs`.
+kiwi = it.kiwi
+
+
+def parse_attack(r):
+    """{step: {"ok", "errno", "note"}} from kiwi-attack's JSON lines."""
+    steps = {}
+    for line in r.stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            pytest.fail(f"kiwi-attack printed a line that is not JSON: {line!r}\n{explain(r)}")
+        steps[rec["step"]] = rec
+    return steps
+
+
+def attack(kiwi, name, *args, opts=(), rootfs=None, pass_fds=(), seccomp=None):
+    """Runs `kiwi-attack NAME ARGS` in a sandbox; returns its steps.
+    seccomp="unconfined" is the control: the same attack without the filter."""
+    if seccomp:
+        opts = (*opts, "--seccomp", seccomp)
+    r = kiwi.run([ATTACK, name, *args], opts, rootfs, pass_fds=pass_fds)
+    assert r.returncode == 0, f"kiwi-attack {name}: {explain(r)}"
+    return parse_attack(r)
+
+
+def succeeded(steps):
+    return sorted(s for s, rec in steps.items() if rec["ok"])
+
+
+# ---------------------------------------------------------------------------
+# the host, before and after
+
+
+def _watched_mounts(session):
+    """Mounts whose place would betray an escape: the host's system
+    directories and anything under this session's directory (other
+    people's tests may mount elsewhere on this machine meanwhile)."""
+    exact = {"/", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var/tmp", "/usr", "/bin", "/root"}
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            mp = fields[4]
+            if mp in exact or mp.startswith("/etc/") or mp.startswith(f"{session}/"):
+                out.append(f"{mp} {fields[3]} {line.split(' - ', 1)[1].strip()}")
+    return sorted(out)
+
+
+# Names the attacks try to create. /etc is compared by these rather than
+# as a whole: package installs elsewhere on the machine change it too.
+MARKERS = ("kiwi", "newsub", "bound-marker")
+
+
+def _etc_markers():
+    return sorted(n for n in os.listdir("/etc") if n.startswith(MARKERS))
+
+
+def _tree_state(path):
+    st = os.stat(path)
+    return sorted(os.listdir(path)), st.st_mtime_ns
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def canary(session_dir):
+    """A host file and directory that nothing in a sandbox may reach."""
+    d = session_dir / "host-canary"
+    d.mkdir(mode=0o755)
+    (d / "canary").write_text("KIWI-HOST-CANARY\n")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def host_unchanged(session_dir, kiwi_binary, canary):
+    before = (_watched_mounts(session_dir), _etc_markers(), _tree_state(canary),
+              sha256(kiwi_binary), sha256(canary / "canary"))
+    yield
+    after = (_watched_mounts(session_dir), _etc_markers(), _tree_state(canary),
+             sha256(kiwi_binary), sha256(canary / "canary"))
+    names = ("host mounts", "kiwi names in /etc", "the canary directory", "kiwi-run's binary", "the canary file")
+    changed = [n for n, b, a in zip(names, before, after) if b != a]
+    if changed:
+        pytest.fail(f"the host changed: {changed}: before {before} after {after}")

@@ -1,0 +1,232 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Reaching out of the sandbox through other processes: ptrace, the
+/proc/<pid>/exe overwrite (runc CVE-2019-5736), file descriptors leaked by
+the caller and working directories of the form /proc/self/fd/N (runc
+CVE-2024-21626), and input pushed into the caller's terminal (TIOCSTI)."""
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import termios
+import time
+import tty
+
+import pytest
+
+from conftest import ATTACK, attack, explain, it, parse_attack, succeeded
+
+SECRET = "KIWI-LEAKED-SECRET"
+
+
+# -- ptrace
+
+
+@pytest.fixture
+def host_process(kiwi):
+    """A process on the host owned by the same uid as the sandbox's root
+    (so that, were it reachable, nothing but the sandbox would stop a
+    ptrace), ended by pid afterwards."""
+    p = subprocess.Popen([*kiwi.prefix, "sleep", "60"])
+    yield p
+    p.kill()
+    p.wait()
+
+
+def _tracer_and_state(pid):
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+    return fields["TracerPid"].strip(), fields["State"].split()[0]
+
+
+def test_ptrace_of_init_and_of_a_host_pid(kiwi, host_process):
+    """pid 1 is non-dumpable and the host pid lies outside the sandbox's
+    pid namespace; the profile refuses ptrace and pidfd_getfd anyway."""
+    steps = attack(kiwi, "ptrace", str(host_process.pid))
+    assert succeeded(steps) == [], steps
+    assert _tracer_and_state(host_process.pid) == ("0", "S")
+
+
+def test_ptrace_control_without_seccomp(kiwi, host_process):
+    """With the filter off the program can trace its own child (so it
+    would notice a success), yet still neither pid 1 nor the host pid:
+    dumpability and the pid namespace hold on their own."""
+    steps = attack(kiwi, "ptrace", str(host_process.pid), seccomp="unconfined")
+    assert steps["attach-own-child"]["ok"], steps
+    hostile = [s for s in succeeded(steps) if "own-child" not in s]
+    assert hostile == [], steps
+    assert _tracer_and_state(host_process.pid) == ("0", "S")
+
+
+# -- /proc/<pid>/exe: kiwi-run's own binary
+
+
+@pytest.mark.parametrize("variant", ["default", "rw-root", "unconfined"])
+def test_exe_of_every_visible_process(kiwi, variant):
+    """Pid 1 is a fork of kiwi-run: its /proc/1/exe is kiwi-run's binary on
+    the host. It is non-dumpable, so neither its exe nor root nor cwd
+    opens; the command's own exe and a sibling's are reachable but cannot
+    be opened for writing (running text, read-only root). The binary's
+    digest is compared by host_unchanged."""
+    opts, rootfs = [], None
+    if variant == "rw-root":
+        opts, rootfs = ["--rw-root"], kiwi.rootfs_copy()
+    steps = attack(kiwi, "exe", opts=opts, rootfs=rootfs,
+                   seccomp="unconfined" if variant == "unconfined" else None)
+    assert steps["exe-self-path"]["ok"], f"control: our own exe is reachable: {steps}"
+    assert [s for s in succeeded(steps) if "write" in s] == [], steps
+    assert [s for s, r in steps.items() if s.endswith("-1-path") or s.endswith("-1")
+            if r["ok"]] == [], steps
+    for rec in steps.values():
+        assert "kiwi-run" not in rec["note"] and str(kiwi.scratch) not in rec["note"], steps
+
+
+# -- file descriptors of the caller
+
+
+@pytest.fixture
+def leaked_fds(session_dir):
+    """A file and a directory of the host, opened without close-on-exec in
+    the test (so kiwi-run inherits them at fds 50 and 51)."""
+    d = session_dir / "leaked"
+    d.mkdir(exist_ok=True, mode=0o755)
+    (d / "secret").write_text(SECRET + "\n")
+    shutil.copy2(session_dir / "kiwi-attack", d / "kiwi-attack")
+    f = os.open(d / "secret", os.O_RDONLY)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.dup2(f, 50)
+    os.dup2(dfd, 51)
+    os.close(f)
+    os.close(dfd)
+    yield (50, 51)
+    os.close(50)
+    os.close(51)
+
+
+def test_leaked_fds_are_unreachable(kiwi, leaked_fds):
+    r = kiwi.run([ATTACK, "fds"], pass_fds=leaked_fds)
+    assert r.returncode == 0, explain(r)
+    steps = parse_attack(r)
+    assert [s for s in steps if s.startswith("own-fd")] == [], steps
+    assert [s for s in succeeded(steps) if s.startswith("init-fd")] == [], steps
+    assert SECRET not in r.stdout
+
+
+def test_leaked_fds_control_preserve_fd(kiwi, leaked_fds):
+    """--preserve-fd passes an fd on purpose: the attack then finds it and
+    reads the secret, which shows that it would find a leaked one."""
+    r = kiwi.run([ATTACK, "fds"], opts=["--preserve-fd", "50", "--preserve-fd", "51"],
+                 pass_fds=leaked_fds)
+    assert r.returncode == 0, explain(r)
+    steps = parse_attack(r)
+    assert SECRET in steps["own-fd-50-content"]["note"], steps
+    assert SECRET in steps["own-fd-51-content"]["note"], steps
+
+
+@pytest.mark.parametrize("cwd", ["/proc/self/fd/51", "/proc/1/fd/51", "/proc/self/fd/51/..",
+                                 "/proc/thread-self/fd/51"])
+def test_cwd_through_a_leaked_fd(kiwi, leaked_fds, cwd):
+    """runc CVE-2024-21626: a working directory naming an fd that is still
+    open at chdir time lands in the host's tree. Here no caller fd is open
+    by then: kiwi-run refuses the directory (125), or it is the sandbox's."""
+    r = kiwi.run([ATTACK, "cwd"], opts=["--cwd", cwd], pass_fds=leaked_fds)
+    assert SECRET not in r.stdout + r.stderr, explain(r)
+    if r.returncode == 0:
+        steps = parse_attack(r)
+        assert not steps["read-secret-here"]["ok"], steps
+    else:
+        assert r.returncode == 125, explain(r)
+        assert "cwd" in r.stderr, explain(r)
+
+
+@pytest.mark.parametrize("program", ["/proc/self/fd/51/kiwi-attack", "/proc/1/fd/51/kiwi-attack",
+                                     "/proc/self/fd/50"])
+def test_command_through_a_leaked_fd(kiwi, leaked_fds, program):
+    """The command itself named through a caller's fd: not found."""
+    r = kiwi.run([program, "whoami"], pass_fds=leaked_fds)
+    assert r.returncode in (126, 127), explain(r)
+    assert "CapEff" not in r.stdout
+
+
+# -- TIOCSTI into the caller's terminal
+
+
+def _run_on_a_pty(argv, env, timeout=20):
+    """Runs argv with a fresh pty as its controlling terminal, stdin,
+    stdout and stderr, the way an interactive shell would. Returns
+    (exit status, bytes left unread in the terminal's input queue after it
+    ended, what it printed). Injected input would wait in that queue for
+    the shell's next read."""
+    rfd, wfd = os.pipe()
+    pid, master = pty.fork()
+    if pid == 0:  # the "shell": session leader, the pty is its terminal
+        try:
+            os.close(rfd)
+            tty.setraw(0)  # every pushed byte counts, no line discipline
+            rc = subprocess.run(argv, env=env, timeout=timeout).returncode
+            time.sleep(0.05)
+            n = struct.unpack("i", fcntl.ioctl(0, termios.FIONREAD, b"\0" * 4))[0]
+            queued = os.read(0, n).decode(errors="replace") if n else ""
+            os.write(wfd, json.dumps({"rc": rc, "queued": queued}).encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    out = b""
+    deadline = time.monotonic() + timeout + 5
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the slave side is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif os.waitpid(pid, os.WNOHANG)[0]:
+            pid = 0
+            break
+    if pid:
+        os.waitpid(pid, 0)
+    os.close(master)
+    with os.fdopen(rfd) as f:
+        res = json.loads(f.read() or '{"rc": null, "queued": ""}')
+    return res["rc"], res["queued"], out.decode(errors="replace")
+
+
+def test_tiocsti_reaches_no_terminal(kiwi):
+    """The command runs in a session of its own (no controlling terminal)
+    and the profile refuses TIOCSTI: nothing reaches the caller's input."""
+    rc, queued, out = _run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"]), kiwi.env())
+    assert rc == 0, out
+    steps = {s["step"]: s for s in map(json.loads, (l for l in out.splitlines() if l.startswith("{")))}
+    assert steps and succeeded(steps) == [], out
+    assert queued == "", f"input was pushed into the caller's terminal: {queued!r}\n{out}"
+
+
+def test_tiocsti_unconfined_reaches_no_terminal(kiwi):
+    """Without the filter the session of its own is the wall: TIOCSTI on a
+    terminal that is not one's controlling terminal needs CAP_SYS_ADMIN,
+    and so does stealing it (TIOCSCTTY)."""
+    rc, queued, out = _run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"], ["--seccomp", "unconfined"]),
+                                    kiwi.env())
+    assert rc == 0, out
+    assert queued == "", f"input was pushed into the caller's terminal: {queued!r}\n{out}"
+
+
+def test_tiocsti_control_outside_a_sandbox(attack_binary):
+    """The same program run directly on the pty does push the line, when
+    the host allows TIOCSTI at all: the detector above works."""
+    try:
+        with open("/proc/sys/dev/tty/legacy_tiocsti") as f:
+            if f.read().strip() != "1":
+                pytest.skip("dev.tty.legacy_tiocsti=0: TIOCSTI is refused host-wide")
+    except FileNotFoundError:
+        pass  # kernels before 6.2 always allow it
+    rc, queued, out = _run_on_a_pty([str(attack_binary), "tiocsti"], {"PATH": "/usr/bin:/bin"})
+    assert rc == 0, out
+    assert "kiwi-injected" in queued, out
