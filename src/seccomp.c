@@ -14,6 +14,7 @@
  *    int 0x80) is killed by libseccomp's bad-arch action.
  * The format and the choices are documented in kiwi-run-seccomp(5). */
 #include "kiwi/seccomp.h"
+#include "seccomp_internal.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/json.h"
 
@@ -40,21 +41,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-/* The default profile, embedded so the runtime needs no data file. The
- * assembler finds it through the -I paths meson gives for src/ and
- * include/, both of which sit next to seccomp-profiles/. The compiler's
- * dependency file does not list it, so a unit test compares the embedded
- * copy with the file and says to rebuild when they differ. */
-__asm__(".pushsection .rodata\n"
-	".balign 16\n"
-	"kiwi_seccomp_default_json:\n"
-	".incbin \"../seccomp-profiles/default.json\"\n"
-	"kiwi_seccomp_default_json_end:\n"
-	".byte 0\n"
-	".popsection\n");
-extern const char kiwi_seccomp_default_json[] __asm__("kiwi_seccomp_default_json");
-extern const char kiwi_seccomp_default_json_end[] __asm__("kiwi_seccomp_default_json_end");
-
 #define MAX_ARCHES 16
 #define X32_SYSCALL_BIT 0x40000000u
 /* libseccomp refuses a rule whose action equals the default one, which
@@ -64,12 +50,6 @@ extern const char kiwi_seccomp_default_json_end[] __asm__("kiwi_seccomp_default_
  * instructions are rewritten to the real default after export. */
 #define PLACEHOLDER_DEFAULT SCMP_ACT_TRACE(0xfffe)
 #define MAX_ERRNO_RET 4095
-
-struct kiwi_seccomp {
-	struct sock_fprog prog;
-	unsigned int flags;
-	struct sock_filter insns[];
-};
 
 struct compiler {
 	scmp_filter_ctx ctx;
@@ -191,7 +171,7 @@ static bool read_all(int fd, void *buf, size_t len)
 	return true;
 }
 
-static struct kiwi_seccomp *alloc_filter(size_t n_insns, unsigned int flags)
+struct kiwi_seccomp *kiwi_seccomp_alloc(size_t n_insns, unsigned int flags)
 {
 	struct kiwi_seccomp *f = malloc(sizeof(*f) + n_insns * sizeof(struct sock_filter));
 	if (!f)
@@ -655,7 +635,7 @@ static int finish(struct compiler *c, struct kiwi_seccomp **out)
 	if (total > BPF_MAXINSNS)
 		return kiwi_error(c->err, E2BIG, "seccomp", "profile `%s`: the filter needs %zu instructions, "
 				  "the kernel takes %d", c->origin, total, BPF_MAXINSNS);
-	struct kiwi_seccomp *f = alloc_filter(total, c->flags);
+	struct kiwi_seccomp *f = kiwi_seccomp_alloc(total, c->flags);
 	if (!f)
 		return kiwi_error(c->err, ENOMEM, "seccomp", "cannot allocate the filter");
 	memcpy(f->insns, prefix, n_prefix * sizeof(*prefix));
@@ -835,7 +815,7 @@ static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
 	    h.env_len != strlen(env) || h.text_len != len || !h.n_insns || h.n_insns > BPF_MAXINSNS)
 		return NULL;
 	_cleanup_free_ char *stored = malloc(h.env_len + h.text_len);
-	_cleanup_free_ struct kiwi_seccomp *f = alloc_filter(h.n_insns, h.flags);
+	_cleanup_free_ struct kiwi_seccomp *f = kiwi_seccomp_alloc(h.n_insns, h.flags);
 	if (!stored || !f || !read_all(fd, stored, h.env_len + h.text_len) ||
 	    memcmp(stored, env, h.env_len) || memcmp(stored + h.env_len, text, len) ||
 	    !read_all(fd, f->insns, h.n_insns * sizeof(struct sock_filter)) ||
@@ -951,19 +931,6 @@ int kiwi_seccomp_compile_file(const char *path, struct kiwi_seccomp **out, kiwi_
 					  KIWI_SECCOMP_PROFILE_MAX);
 	}
 	return kiwi_seccomp_compile_json(text, len, path, out, err);
-}
-
-const char *kiwi_seccomp_default_text(size_t *len)
-{
-	*len = (size_t)(kiwi_seccomp_default_json_end - kiwi_seccomp_default_json);
-	return kiwi_seccomp_default_json;
-}
-
-int kiwi_seccomp_compile_default(struct kiwi_seccomp **out, kiwi_err *err)
-{
-	size_t len;
-	const char *text = kiwi_seccomp_default_text(&len);
-	return kiwi_seccomp_compile_json(text, len, "default", out, err);
 }
 
 int kiwi_seccomp_load(const struct kiwi_seccomp *f, kiwi_err *err)

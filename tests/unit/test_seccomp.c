@@ -336,6 +336,23 @@ Test(seccomp_profile, missing_file_is_an_error)
 
 static char cache_dir[64];
 
+/* The built-in default comes precompiled and never meets the cache; the
+ * cache is exercised with the same text through the runtime compiler. */
+static int compile_default_json(struct kiwi_seccomp **f, kiwi_err *err)
+{
+	size_t len;
+	const char *text = kiwi_seccomp_default_text(&len);
+	return kiwi_seccomp_compile_json(text, len, "default", f, err);
+}
+
+static struct kiwi_seccomp *compile_default_text(void)
+{
+	struct kiwi_seccomp *f = NULL;
+	kiwi_err err = { 0 };
+	cr_assert_eq(compile_default_json(&f, &err), 0, "default profile: %s", err.msg);
+	return f;
+}
+
 static void use_temp_cache(void)
 {
 	snprintf(cache_dir, sizeof(cache_dir), "/tmp/kiwi-seccomp-cache-XXXXXX");
@@ -370,7 +387,7 @@ static void tamper(bool flip_text)
 	_cleanup_seccomp_ struct kiwi_seccomp *fresh = NULL;
 	kiwi_err err = { 0 };
 	setenv("KIWI_SECCOMP_CACHE_DIR", "off", 1);
-	cr_assert_eq(kiwi_seccomp_compile_default(&fresh, &err), 0);
+	cr_assert_eq(compile_default_json(&fresh, &err), 0);
 	setenv("KIWI_SECCOMP_CACHE_DIR", cache_dir, 1);
 	long n = kiwi_seccomp_program(fresh)->len;
 	char file[256];
@@ -405,7 +422,7 @@ static bool same_program(const struct kiwi_seccomp *a, const struct kiwi_seccomp
 static struct kiwi_seccomp *fresh_default(void)
 {
 	setenv("KIWI_SECCOMP_CACHE_DIR", "off", 1);
-	struct kiwi_seccomp *f = compile_default();
+	struct kiwi_seccomp *f = compile_default_text();
 	setenv("KIWI_SECCOMP_CACHE_DIR", cache_dir, 1);
 	return f;
 }
@@ -413,13 +430,13 @@ static struct kiwi_seccomp *fresh_default(void)
 Test(seccomp_cache, hit_gives_the_same_program, .init = use_temp_cache, .fini = drop_temp_cache)
 {
 	_cleanup_seccomp_ struct kiwi_seccomp *fresh = fresh_default();
-	_cleanup_seccomp_ struct kiwi_seccomp *miss = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *miss = compile_default_text();
 	char file[256];
 	entry_path(file, sizeof(file));
 	struct stat st;
 	cr_assert_eq(stat(file, &st), 0);
 	cr_expect_eq(st.st_mode & 0777, 0600);
-	_cleanup_seccomp_ struct kiwi_seccomp *hit = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *hit = compile_default_text();
 	cr_expect(same_program(fresh, miss));
 	cr_expect(same_program(fresh, hit));
 }
@@ -427,37 +444,37 @@ Test(seccomp_cache, hit_gives_the_same_program, .init = use_temp_cache, .fini = 
 /* Proves the cache is really read, so the refusals below mean something. */
 Test(seccomp_cache, trusted_entry_is_used, .init = use_temp_cache, .fini = drop_temp_cache)
 {
-	kiwi_seccomp_free(compile_default());
+	kiwi_seccomp_free(compile_default_text());
 	tamper(false);
-	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default_text();
 	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), SECCOMP_RET_ALLOW);
 }
 
 Test(seccomp_cache, entry_for_other_text_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
 {
-	kiwi_seccomp_free(compile_default());
+	kiwi_seccomp_free(compile_default_text());
 	tamper(true);
-	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default_text();
 	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
 }
 
 Test(seccomp_cache, entry_others_can_write_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
 {
-	kiwi_seccomp_free(compile_default());
+	kiwi_seccomp_free(compile_default_text());
 	tamper(false);
 	char file[256];
 	entry_path(file, sizeof(file));
 	cr_assert_eq(chmod(file, 0666), 0);
-	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default_text();
 	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
 }
 
 Test(seccomp_cache, directory_others_can_write_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
 {
-	kiwi_seccomp_free(compile_default());
+	kiwi_seccomp_free(compile_default_text());
 	tamper(false);
 	cr_assert_eq(chmod(cache_dir, 0777), 0);
-	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default_text();
 	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
 }
 
@@ -547,9 +564,19 @@ Test(seccomp_cache, stays_bounded, .init = use_temp_cache, .fini = drop_temp_cac
 		struct timespec times[2] = { { 1000 + i, 0 }, { 1000 + i, 0 } };
 		cr_assert_eq(utimensat(AT_FDCWD, file, times, 0), 0);
 	}
-	kiwi_seccomp_free(compile_default());
+	kiwi_seccomp_free(compile_default_text());
 	char cmd[320];
 	snprintf(cmd, sizeof(cmd), "test $(ls '%s' | wc -l) -eq 64 && test ! -e '%s/stale00.bpf' && "
 		 "test -e '%s/stale01.bpf'", cache_dir, cache_dir, cache_dir);
 	cr_expect_eq(system(cmd), 0, "the oldest entry was not the one dropped");
+}
+
+/* What the build precompiled is exactly what the runtime compiler makes of
+ * the same profile today. */
+Test(seccomp_default, precompiled_matches_a_fresh_compile)
+{
+	setenv("KIWI_SECCOMP_CACHE_DIR", "off", 1);
+	_cleanup_seccomp_ struct kiwi_seccomp *built = compile_default();
+	_cleanup_seccomp_ struct kiwi_seccomp *fresh = compile_default_text();
+	cr_assert(same_program(built, fresh), "the precompiled default differs from a fresh compile");
 }
