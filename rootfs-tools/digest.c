@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 struct kiwi_hasher {
 	EVP_MD_CTX *ctx;
@@ -115,7 +117,13 @@ int kiwi_blob_open(int layout_fd, const char *digest, kiwi_err *err)
 		return -1;
 	char rel[KIWI_DIGEST_MAX + 16];
 	snprintf(rel, sizeof(rel), "blobs/%s/%s", algs[alg].name, hex);
-	int fd = openat(layout_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+	/* No symlink anywhere on the way: a layout's "blobs" must not lead
+	 * reads to files elsewhere on the host. */
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, layout_fd, rel, &how, sizeof(how));
 	if (fd < 0)
 		return kiwi_error(err, errno, "blob", "cannot open blob %s", digest);
 	struct stat st;

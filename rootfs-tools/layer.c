@@ -336,6 +336,10 @@ static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 {
 	uid_t uid = (uid_t)archive_entry_uid(e);
 	gid_t gid = (gid_t)archive_entry_gid(e);
+	mode_t mode = archive_entry_perm(e) & 07777;
+	if (x->o.plain) /* an oci-archive's files are data: no owners, no set-id */
+		return fchmod(fd, (mode & 0755) | (is_dir ? 0700 : 0600)) < 0 ?
+		       kiwi_error(err, errno, "unpack", "cannot chmod `%s`", c->path) : 0;
 	if (!x->privileged || fchown(fd, uid, gid) < 0) {
 		if (x->privileged && errno != EINVAL && errno != EPERM)
 			return kiwi_error(err, errno, "unpack", "cannot chown `%s`", c->path);
@@ -350,7 +354,6 @@ static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 		if (!xattr_wanted(x, xname) || fsetxattr(fd, xname, val, vlen, 0) < 0)
 			x->st.xattrs_skipped++;
 	}
-	mode_t mode = archive_entry_perm(e) & 07777;
 	if (fchmod(fd, is_dir ? mode | 0700 : mode) < 0)
 		return kiwi_error(err, errno, "unpack", "cannot chmod `%s`", c->path);
 	if (is_dir)
@@ -486,7 +489,7 @@ static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e
 	if (!s || !s->val)
 		return kiwi_error(err, ENOMEM, "unpack", "cannot record `%s`", c->path);
 	struct dir_meta *m = s->val;
-	m->mode = archive_entry_perm(e) & 07777;
+	m->mode = archive_entry_perm(e) & (x->o.plain ? 0755 : 07777);
 	m->mtime = (struct timespec){ archive_entry_mtime(e), archive_entry_mtime_nsec(e) };
 	return 0;
 }
@@ -615,6 +618,11 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 		return -1;
 	if (archive_entry_hardlink(e))
 		return put_hardlink(x, &c, e, err);
+	/* An oci-archive holds a layout: files and directories, nothing that
+	 * should appear, even for a moment, in a scratch directory on the host. */
+	if (x->o.plain && !is_dir && type != AE_IFREG)
+		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s` is neither a file nor a directory",
+				  label, c.raw);
 	if (is_dir)
 		return put_dir(x, &c, e, exists_dir, err);
 	if (type == AE_IFREG)

@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import tarfile
 import tempfile
 
 import pytest
@@ -293,3 +294,31 @@ def test_bad_usage(run, host):
     for args in (["unpack"], ["unpack", "--max-size", "lots", "a", "b"], ["frobnicate"]):
         p = run(*args)
         assert p.returncode == 125 and p.stderr.count("\n") == 1, (args, p.stderr)
+
+
+def test_blobs_dir_symlink_refused(run, host):
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))])
+    os.rename(img / "blobs", host / "elsewhere")
+    os.symlink(host / "elsewhere", img / "blobs")
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "cannot open blob")
+
+
+def test_oci_archive_with_device_refused(run, host):
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))])
+    archive = host / "img.tar"
+    with tarfile.open(archive, "w") as t:
+        for name in sorted(os.listdir(img)):
+            t.add(img / name, arcname=name)
+        dev = tarfile.TarInfo("sda")
+        dev.type, dev.devmajor, dev.devminor, dev.mode = tarfile.BLKTYPE, 8, 0, 0o666
+        t.addfile(dev)
+    dest = host / "dest"
+    scratch = host / "tmp"
+    scratch.mkdir()
+    p = run("unpack", f"{archive}:latest", str(dest), env={**os.environ, "TMPDIR": str(scratch)})
+    assert_refused(p, dest, "entry `sda` is neither a file nor a directory")
+    assert os.listdir(scratch) == [], "the archive's scratch copy was left behind"
