@@ -105,6 +105,24 @@ def test_verdict_in_missing_directory(kiwi):
     assert not missing_dir.exists(), "kiwi-run created the verdict's missing directory"
 
 
+def test_hostname_too_long(kiwi):
+    opts = ["--hostname", "h" * 100]
+    assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=opts)))
+
+
+def test_preserve_fd_not_open(kiwi):
+    assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=["--preserve-fd", "97"])))
+
+
+def test_verdict_fd_not_open(kiwi):
+    assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=["--verdict-fd", "97"])))
+
+
+def test_bind_relative_destination(kiwi):
+    src = kiwi.workdir()
+    assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=["--bind", f"{src}:workspace"])))
+
+
 @pytest.fixture
 def escape_setup(kiwi):
     """A rootfs copy whose symlinks point at a host directory `outside`
@@ -172,3 +190,17 @@ def test_command_missing_from_rootfs_is_127(kiwi):
     res = kiwi.leftovers(run_args(kiwi, cmd=["/usr/bin/no-such-program"]))
     assert res["returncode"] == 127, res
     assert res["mounts_added"] == [] and res["tmp_entries"] == [] and res["processes"] == [], res
+
+
+def test_bind_destination_dotdot_stays_inside(kiwi, escape_setup):
+    """`..` in DST cannot climb out of the rootfs: either refused, or the
+    bind lands inside the sandbox; the host directory is never touched."""
+    root, outside, src = escape_setup
+    dest = "/workspace/../../../../.." + str(outside)
+    res = kiwi.leftovers(run_args(kiwi, rootfs=root, opts=["--bind", f"{src}:{dest}"],
+                                  cmd=["/bin/sh", "-c", f"ls {dest}; cat {dest}/marker"]))
+    if res["returncode"] != 125:
+        assert res["returncode"] == 1, f"the host marker was readable inside: {res}"
+        assert res["stdout"] == "from-source\n", res
+    assert sorted(p.name for p in outside.iterdir()) == ["marker", "sub"]
+    assert res["mounts_added"] == [] and res["processes"] == [], res

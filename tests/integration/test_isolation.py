@@ -173,6 +173,11 @@ def test_env_flags_add_and_override(kiwi):
     assert sorted(env) == sorted(["PATH=/bin", "HOME=/root", "FOO=bar", "EQ=a=b", "EMPTY="]), env
 
 
+def test_env_repeated_last_wins(kiwi):
+    env = kiwi.probe("env", opts=["--env", "A=1", "--env", "A=2"])
+    assert sorted(env) == sorted([f"PATH={DEFAULT_PATH}", "HOME=/root", "A=2"]), env
+
+
 def test_env_home_override(kiwi):
     env = kiwi.probe("env", opts=["--env", "HOME=/tmp"])
     assert sorted(env) == sorted([f"PATH={DEFAULT_PATH}", "HOME=/tmp"]), env

@@ -123,6 +123,14 @@ def test_shell_trap_sees_forwarded_signal(kiwi):
     assert out == "trapped\n"
 
 
+def test_ignored_signal_does_not_end_kiwi_run(kiwi):
+    """Forwarding means the command decides: one that ignores SIGTERM
+    keeps running, and kiwi-run waits for its own exit status."""
+    proc = kiwi.popen(["/bin/sh", "-c", 'trap "" TERM; echo ready; sleep 1; exit 5'])
+    code, out, err, _ = signal_when_ready(proc, signal.SIGTERM)
+    assert code == 5, f"exit {code}\n{out}\n{err}"
+
+
 # -- every process ends with the command
 
 
