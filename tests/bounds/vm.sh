@@ -18,6 +18,10 @@ export PYTHONDONTWRITEBYTECODE=1
 command -v qemu-system-x86_64 > /dev/null || { echo "SKIP: qemu-system-x86_64 missing" >&2; exit 77; }
 [ -x "$KIWI_CGTOOL" ] || { echo "vm.sh: $KIWI_CGTOOL missing: build it (ninja tests/bounds/cgtool)" >&2; exit 1; }
 
+# The sandboxes' rootfs, built on the host (the guest copies it to tmpfs).
+export KIWI_BOUNDS_ROOTFS=${KIWI_BOUNDS_ROOTFS:-$build/tests/bounds/rootfs}
+sh "$repo/rootfs-tools/busybox-rootfs.sh" "$KIWI_BOUNDS_ROOTFS"
+
 shares=(--share "$repo")
 case $build/ in "$repo"/*) ;; *) shares+=(--share "$build") ;; esac
 for bin in "$KIWI_CGTOOL" "$KIWI_RUN"; do
