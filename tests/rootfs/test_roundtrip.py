@@ -4,6 +4,8 @@ whiteouts and selection behave as the image spec says."""
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import stat
 import tarfile
 
@@ -161,3 +163,39 @@ def test_json_output(run, tmp_path, tree):
     assert events[-1]["entries"] >= 15
     p = run("unpack", "--json", f"{layout}:nope", str(tmp_path / "o2"))
     assert p.returncode == 125 and json.loads(p.stdout)["event"] == "error"
+
+
+def test_rootless_unpack(kiwi_rootfs, request):
+    """As an unprivileged user: read-only and 0000 directories still get
+    their children, modes land at the end, owners are noted, not applied."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as an unprivileged uid")
+    import pathlib
+    import tempfile
+    host = pathlib.Path(tempfile.mkdtemp(prefix="kiwi-rootless-", dir="/tmp"))
+    request.addfinalizer(lambda: subprocess.run(["rm", "-rf", str(host)]))
+    img = host / "img"
+    entries = [("dir", "ro", 0o555), ("file", "ro/f", "x", 0o444), ("dir", "locked", 0o000),
+               ("file", "locked/inner", "y"), ("file", "suid", "z", 0o4755)]
+    raw = tar_bytes(entries)
+    write_layout(str(img), [(MT_GZIP, raw)])
+    write_layout(str(host / "img2"), [(MT_TAR, tar_bytes([("dir", "ro", 0o555), ("file", "ro/f", "")])),
+                                      (MT_TAR, tar_bytes([("file", "ro/.wh.f", "")]))])
+    subprocess.run(["chmod", "-R", "a+rX", str(host)], check=True)
+    os.chmod(host, 0o777)
+    out = host / "out"
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        kiwi_rootfs, "unpack", f"{img}:latest", str(out)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "entries keep your own uid/gid" in p.stderr
+    assert stat.S_IMODE(os.stat(out / "ro").st_mode) == 0o555
+    assert stat.S_IMODE(os.stat(out / "locked").st_mode) == 0o000
+    assert stat.S_IMODE(os.stat(out / "suid").st_mode) == 0o4755
+    assert (out / "locked/inner").read_text() == "y"
+    assert os.stat(out / "ro/f").st_uid == 65534
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        kiwi_rootfs, "unpack", f"{host / 'img2'}:latest", str(host / "out2")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    assert os.listdir(host / "out2/ro") == []
