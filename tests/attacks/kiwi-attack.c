@@ -32,7 +32,11 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -105,6 +109,12 @@ static int cmd_tiocsti(void)
 		TRY("tiocsti-dev-tty", push_input(tty), NULL);
 		close(tty);
 	}
+	int again = open("/proc/self/fd/0", O_RDWR | O_CLOEXEC);
+	report("reopen-stdin", again, errno, NULL);
+	if (again >= 0) {
+		TRY("tiocsti-reopened-stdin", push_input(again), NULL);
+		close(again);
+	}
 	TRY("tiocsctty-steal", ioctl(0, TIOCSCTTY, 1), NULL);
 	TRY("tiocsti-after-sctty", push_input(0), NULL);
 	return 0;
@@ -133,10 +143,16 @@ static void try_trace(const char *what, pid_t pid)
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		report(step, -1, errno, "pidfd_open");
-		return;
+	} else {
+		report_fd(step, (int)syscall(SYS_pidfd_getfd, pidfd, 0, 0), NULL);
+		close(pidfd);
 	}
-	report_fd(step, (int)syscall(SYS_pidfd_getfd, pidfd, 0, 0), NULL);
-	close(pidfd);
+	char buf[8];
+	struct iovec local = { buf, sizeof(buf) }, remote = { (void *)0x400000, sizeof(buf) };
+	snprintf(step, sizeof(step), "vm-readv-%s", what);
+	TRY(step, syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0), NULL);
+	snprintf(step, sizeof(step), "kill-%s", what);
+	TRY(step, kill(pid, 0), "signal 0: may it be signalled");
 }
 
 /* ptrace PID...: pid 1, a host pid (passed by the test), and a child of
@@ -199,7 +215,7 @@ static long raw_clone_newuser(void)
 /* New namespaces would hand back every capability inside them. The
  * nested steps show what they would then buy: mounts the outer sandbox
  * made (the /proc masks, the read-only root) must stay locked. */
-static int cmd_unshare(void)
+static int cmd_unshare(int argc, char **argv)
 {
 	struct { uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls; } ca = {
 		.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD,
@@ -215,8 +231,13 @@ static int cmd_unshare(void)
 	errno = 0;
 	long rc = unshare(CLONE_NEWUSER | CLONE_NEWNS);
 	report("unshare-newuser", rc, errno, NULL);
-	if (rc == 0)
+	if (rc == 0) {
 		try_mounts("nested-");
+		/* unshare [RO_BIND]: a read-only bind must stay read-only. */
+		if (argc > 0)
+			TRY("nested-remount-bind-rw",
+			    mount(NULL, argv[0], NULL, MS_REMOUNT | MS_BIND, NULL), argv[0]);
+	}
 	return 0;
 }
 
@@ -333,6 +354,50 @@ static int cmd_sockets(void)
 	report_fd("raw-ipv6", socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6), NULL);
 	report_fd("packet-raw", socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)), NULL);
 	report_fd("packet-dgram", socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ALL)), NULL);
+	return 0;
+}
+
+/* reach-host ABSTRACT_NAME PORT: a unix socket in the host's abstract
+ * namespace (containerd CVE-2020-15257) and a TCP listener on the host's
+ * loopback, both opened by the test. */
+static int cmd_reach_host(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	size_t len = strlen(argv[0]);
+	if (len + 1 > sizeof(un.sun_path))
+		return 2;
+	memcpy(un.sun_path + 1, argv[0], len);  /* sun_path[0] == 0: abstract */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	TRY("abstract-unix", connect(fd, (struct sockaddr *)&un,
+				     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)), argv[0]);
+	close(fd);
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])),
+				  .sin_addr = { htonl(INADDR_LOOPBACK) } };
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	TRY("tcp-loopback", connect(fd, (struct sockaddr *)&in, sizeof(in)), argv[1]);
+	close(fd);
+	return 0;
+}
+
+/* devices DIR: device nodes for the host's memory and first disk. */
+static int cmd_devices(int argc, char **argv)
+{
+	if (argc < 1)
+		return 2;
+	static const struct { const char *name; mode_t type; unsigned maj, min; } nodes[] = {
+		{ "mem", S_IFCHR, 1, 1 }, { "kmsg", S_IFCHR, 1, 11 }, { "sda", S_IFBLK, 8, 0 },
+		{ "vda", S_IFBLK, 253, 0 },
+	};
+	char path[256], step[64];
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		snprintf(path, sizeof(path), "%s/kiwi-%s", argv[0], nodes[i].name);
+		snprintf(step, sizeof(step), "mknod-%s", nodes[i].name);
+		TRY(step, mknod(path, nodes[i].type | 0600, makedev(nodes[i].maj, nodes[i].min)), path);
+		snprintf(step, sizeof(step), "open-%s", nodes[i].name);
+		report_fd(step, open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), path);
+	}
 	return 0;
 }
 
@@ -696,7 +761,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "tiocsti", NULL, cmd_tiocsti },   { "ptrace", cmd_ptrace, NULL },
-	{ "mount", NULL, cmd_mount },       { "unshare", NULL, cmd_unshare },
+	{ "mount", NULL, cmd_mount },       { "unshare", cmd_unshare, NULL },
 	{ "keyctl", cmd_keyctl, NULL },     { "bpf", NULL, cmd_bpf },
 	{ "userfaultfd", NULL, cmd_userfaultfd }, { "io_uring", NULL, cmd_io_uring },
 	{ "perf", NULL, cmd_perf },         { "handle", NULL, cmd_handle },
@@ -706,7 +771,8 @@ static const struct command commands[] = {
 	{ "cwd", NULL, cmd_cwd },           { "whoami", NULL, cmd_whoami },
 	{ "suid", cmd_suid, NULL },         { "ro-root", NULL, cmd_ro_root },
 	{ "compat", NULL, cmd_compat },     { "swap", cmd_swap, NULL },
-	{ "create", cmd_create, NULL },
+	{ "create", cmd_create, NULL },     { "reach-host", cmd_reach_host, NULL },
+	{ "devices", cmd_devices, NULL },
 };
 
 int main(int argc, char **argv)

@@ -9,11 +9,13 @@ again with `--seccomp unconfined` as the control: it must succeed there,
 which shows that the attack is real and that this test can fail; the
 seccomp profile is then the wall that stops it."""
 import errno
+import socket
+import subprocess
 import uuid
 
 import pytest
 
-from conftest import attack, succeeded
+from conftest import attack, parse_attack, succeeded
 
 
 def sysctl(name):
@@ -82,6 +84,60 @@ def test_nested_namespace_cannot_unlock_the_sandbox(kiwi):
     for step in ("nested-umount-kcore-mask", "nested-umount-proc-sys", "nested-remount-root-rw",
                  "nested-mount-proc"):
         assert not steps[step]["ok"], (step, steps)
+
+
+def test_nested_namespace_cannot_make_a_read_only_bind_writable(kiwi):
+    work = kiwi.workdir()
+    steps = attack(kiwi, "unshare", "/workspace", opts=["--bind", f"{work}:/workspace:ro"],
+                   seccomp="unconfined")
+    assert steps["unshare-newuser"]["ok"], steps
+    assert not steps["nested-remount-bind-rw"]["ok"], steps
+
+
+@pytest.mark.parametrize("variant", ["tmp", "rw-root"])
+def test_device_nodes_cannot_be_made(kiwi, variant):
+    """mknod of the host's memory and disks: CAP_MKNOD in the host's user
+    namespace is needed, and /tmp is nodev besides."""
+    if variant == "tmp":
+        steps = attack(kiwi, "devices", "/tmp")
+    else:
+        steps = attack(kiwi, "devices", "/", opts=["--rw-root"], rootfs=kiwi.rootfs_copy())
+    assert succeeded(steps) == [], steps
+
+
+# -- the host's sockets
+
+
+@pytest.fixture
+def host_listeners():
+    """A unix socket in the host's abstract namespace and a TCP listener on
+    the host's loopback: what a daemon on the host offers (containerd's
+    shim API was such an abstract socket, CVE-2020-15257)."""
+    name = f"kiwi-attack-{uuid.uuid4().hex}"
+    un = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    un.bind("\0" + name)
+    un.listen(8)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    yield name, str(tcp.getsockname()[1])
+    un.close()
+    tcp.close()
+
+
+@pytest.mark.parametrize("seccomp", [None, "unconfined"])
+def test_host_sockets_are_out_of_reach(kiwi, host_listeners, seccomp):
+    """The sandbox's network namespace has its own loopback and its own
+    abstract socket namespace; seccomp plays no part."""
+    steps = attack(kiwi, "reach-host", *host_listeners, seccomp=seccomp)
+    assert succeeded(steps) == [], steps
+
+
+def test_host_sockets_control_outside_a_sandbox(attack_binary, host_listeners):
+    r = subprocess.run([str(attack_binary), "reach-host", *host_listeners],
+                       capture_output=True, text=True, timeout=10)
+    steps = parse_attack(r)
+    assert steps["abstract-unix"]["ok"] and steps["tcp-loopback"]["ok"], steps
 
 
 def test_keyring_attack_leaves_no_key(kiwi):
