@@ -134,7 +134,26 @@ def rootfs(binaries):
     for p in (dest, *dest.parents):
         if p.stat().st_mode & 0o005 != 0o005:
             pytest.exit(f"{p} is not world-readable: the rootless tests need it", 2)
-    return dest
+    before = manifest(dest)
+    yield dest
+    # Every test that writes uses a copy: the shared rootfs must come out as
+    # it went in, or kiwi-run wrote through a read-only root.
+    after = manifest(dest)
+    if after != before:
+        changed = sorted(set(after) ^ set(before))[:10]
+        shutil.rmtree(dest, ignore_errors=True)  # the next session rebuilds it
+        pytest.fail(f"the shared test rootfs {dest} changed during the tests: {changed}")
+
+
+def manifest(root):
+    """(path, mode, size) of everything below ROOT, symlinks not followed."""
+    out = []
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            out.append((os.path.relpath(p, root), st.st_mode, st.st_size))
+    return sorted(out)
 
 
 @pytest.fixture(scope="session")
