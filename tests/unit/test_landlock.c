@@ -120,6 +120,28 @@ Test(landlock, writes_outside_the_allowed_set_are_refused)
 	cr_assert_eq(access("/var/tmp/kiwi-landlock-escape", F_OK), -1);
 }
 
+/* `echo > /dev/stdout` with stdout a pipe: the reopen goes through
+ * /proc/self/fd, outside every rule, yet pipes are no filesystem path. */
+static int check_pipe_reopen(void)
+{
+	int p[2];
+	char path[64];
+	if (pipe(p) < 0)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[1]);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 2;
+	close(fd);
+	return 0;
+}
+
+Test(landlock, pipes_reopen_through_proc)
+{
+	struct kiwi_landlock_rules r = { 0 };
+	cr_assert_eq(in_restricted_child(&r, check_pipe_reopen), 0);
+}
+
 static int check_writable_root(void)
 {
 	return create_in(other_dir, "f") == 0 ? 0 : 1;
