@@ -81,6 +81,12 @@ def test_skopeo_archive_and_zstd(run, tmp_path, umoci_image):
     out = tmp_path / "out-zstd"
     run("unpack", f"{zlayout}:z", str(out), check=0)
     assert snapshot(out) == want
+    # Docker schema 2 media types (manifest, config, layers) in an OCI layout.
+    dlayout = tmp_path / "docker"
+    sh("skopeo", "copy", "--quiet", "--format", "v2s2", f"oci:{umoci_image}:t", f"oci:{dlayout}:d")
+    out = tmp_path / "out-docker"
+    run("unpack", f"{dlayout}:d", str(out), check=0)
+    assert snapshot(out) == want
 
 
 def test_kiwi_pack_reads_back_in_umoci(run, tmp_path):

@@ -199,3 +199,36 @@ def test_rootless_unpack(kiwi_rootfs, request):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.returncode == 0, p.stderr
     assert os.listdir(host / "out2/ro") == []
+
+
+def test_nested_multiarch_index(run, tmp_path):
+    """A tag on an index of per-platform manifests, as multi-arch images are."""
+    from ocilib import MT_INDEX, REF, put_blob
+    img = tmp_path / "img"
+    amd = write_layout(str(img), [L_("amd64")], tag=None)
+    arm = write_layout(str(img), [L_("arm64")], tag=None, platform=("linux", "arm64"))
+    manifests = []
+    for digest, arch in ((amd, "amd64"), (arm, "arm64")):
+        size = os.path.getsize(img / "blobs/sha256" / digest.split(":")[1])
+        manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                          "digest": digest, "size": size,
+                          "platform": {"os": "linux", "architecture": arch}})
+    inner = put_blob(str(img), json.dumps({"schemaVersion": 2, "mediaType": MT_INDEX,
+                                           "manifests": manifests}).encode())
+    top = {"schemaVersion": 2, "manifests": [{"mediaType": MT_INDEX, **inner,
+                                              "annotations": {REF: "multi"}}]}
+    (img / "index.json").write_text(json.dumps(top))
+    for platform, want in ((None, "amd64"), ("linux/arm64", "arm64"), ("linux/arm64/v8", None)):
+        out = tmp_path / f"out-{platform or 'default'}".replace("/", "-")
+        args = ["--platform", platform] if platform else []
+        p = run("unpack", *args, f"{img}:multi", str(out))
+        if want:
+            assert p.returncode == 0, p.stderr
+            assert (out / "arch").read_text() == want
+        else:
+            assert p.returncode == 125 and "no image for platform linux/arm64/v8" in p.stderr
+    run("unpack", f"{img}@{inner['digest']}", str(tmp_path / "by-index-digest"), check=0)
+
+
+def L_(arch):
+    return (MT_TAR, tar_bytes([("file", "arch", arch)]))
