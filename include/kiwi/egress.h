@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Network egress for a sandbox: a veth pair to the host (rtnetlink), one
+ * nftables table per sandbox on the host side of the veth, where the
+ * sandbox cannot reach it (nft), and an audit of denied packets (nflog).
+ * See kiwi-run-network(7) for the policy.
+ *
+ * The launcher's part, in order:
+ *   before clone:  kiwi_egress_prepare()  (checks, name resolution, address)
+ *   after clone, before the child goes on (sync #1):
+ *                  kiwi_egress_setup()    (veth into the child's netns, table)
+ *   in the child:  bind child.hosts_path and child.resolv_path read-only
+ *                  over /etc/hosts and /etc/resolv.conf; nothing else (the
+ *                  parent configures the sandbox's end of the veth)
+ *   while running: poll kiwi_egress_audit_fd(), then kiwi_egress_audit_read()
+ *   at the end:    kiwi_egress_audit_read(), kiwi_egress_write_verdict(),
+ *                  and only after the verdict is out, kiwi_egress_teardown(). */
+#ifndef KIWI_EGRESS_H
+#define KIWI_EGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kiwi/err.h"
+#include "kiwi/json.h"
+
+enum kiwi_net_mode { KIWI_NET_NONE, KIWI_NET_EGRESS };
+
+enum kiwi_egress_kind {
+	KIWI_EGRESS_PUBLIC_INTERNET,
+	KIWI_EGRESS_PRIVATE_NETWORK,
+	KIWI_EGRESS_HOST_ALLOWLIST,
+};
+
+#define KIWI_EGRESS_MAX_CIDRS 64
+#define KIWI_EGRESS_MAX_HOSTS 32
+#define KIWI_EGRESS_MAX_PORTS 32
+#define KIWI_EGRESS_MAX_ADDRS 16   /* pinned addresses per host name */
+#define KIWI_EGRESS_NAME_MAX 253
+
+struct kiwi_cidr4 {
+	uint32_t addr;                 /* host byte order */
+	uint8_t prefix;
+};
+
+struct kiwi_egress_host {
+	char name[KIWI_EGRESS_NAME_MAX + 1];
+	uint16_t port;                 /* 0: each allowed port */
+};
+
+/* Plain data, filled by kiwi_egress_config_add(); no allocations. */
+struct kiwi_egress_config {
+	enum kiwi_egress_kind kind;
+	struct kiwi_cidr4 allow_cidrs[KIWI_EGRESS_MAX_CIDRS];
+	size_t n_allow_cidrs;
+	struct kiwi_egress_host allow_hosts[KIWI_EGRESS_MAX_HOSTS];
+	size_t n_allow_hosts;
+	uint16_t allow_ports[KIWI_EGRESS_MAX_PORTS];  /* none given: the kind's default */
+	size_t n_allow_ports;
+	uint32_t dns;                  /* the resolver, 0: none */
+	const char *audit_path;        /* JSON lines; NULL: none. Not copied. */
+	struct kiwi_cidr4 pool;        /* carved into /30s; default 10.200.0.0/16 */
+};
+
+void kiwi_egress_config_init(struct kiwi_egress_config *c);
+/* Parses one flag's value into c. key is the flag's name without dashes,
+ * the same in the JSON policy file: "egress" (public_internet,
+ * private_network, host_allowlist), "allow-cidr", "allow-host"
+ * (NAME[:PORT]), "allow-port" (those three also take comma lists), "dns",
+ * "egress-audit", "egress-pool". Errors name the flag and the value. */
+int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const char *value,
+			   kiwi_err *err);
+/* The checks that need every flag (host_allowlist without --allow-host...).
+ * kiwi_egress_prepare() runs it too. */
+int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err);
+
+/* Where an IPv4 destination stands before any --allow-cidr. */
+enum kiwi_addr_class {
+	KIWI_ADDR_PUBLIC,
+	KIWI_ADDR_SPECIAL,   /* private, CGNAT, documentation, benchmarking: opened only by --allow-cidr */
+	KIWI_ADDR_NEVER,     /* this host, link-local, multicast, reserved...: never */
+};
+enum kiwi_addr_class kiwi_egress_addr_class(uint32_t addr);
+
+/* What the sandbox gets. Fixed size, no pointers: it may cross the sync
+ * socket. */
+struct kiwi_egress_child {
+	char ifname[16];     /* the veth end inside, "eth0" */
+	uint32_t addr;       /* host byte order */
+	uint32_t gateway;
+	uint8_t prefix;
+	char hosts_path[64];   /* bind read-only on /etc/hosts */
+	char resolv_path[64];  /* bind read-only on /etc/resolv.conf */
+};
+
+struct kiwi_egress;
+
+/* Before clone: checks the config, needs CAP_NET_ADMIN here (EPERM with a
+ * hint otherwise), resolves --allow-host names once, takes a /30 of the
+ * pool under a lock in /run/kiwi/egress, binds the audit's log group and
+ * writes the hosts and resolv.conf files. Fills *child. Nothing is left
+ * behind on failure; after success, teardown undoes it. */
+int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress **out,
+			struct kiwi_egress_child *child, kiwi_err *err);
+/* After clone, while the child waits (its netns exists): the veth with
+ * its peer created directly in the child's netns, the sandbox's end
+ * configured (address, route, up) from here, the table, forwarding on,
+ * the host end up, and both ends ready to carry packets. child_pidfd may
+ * be -1. Briefly enters the child's netns to open a socket there. */
+int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err);
+
+/* The audit: a non-blocking fd to poll; read drains it (never blocks). */
+int kiwi_egress_audit_fd(const struct kiwi_egress *e);
+int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err);
+/* "egress_blocked": [{proto, dst, port, count}] (at most 64 entries) and
+ * "egress_blocked_other": packets that did not fit, into an open object. */
+void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
+
+/* Removes the table, the veth, the files and the lock, and frees e (NULL
+ * is fine). Goes on past failures and reports the first. */
+int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err);
+/* Removes what dead runs left in this network namespace and in
+ * /run/kiwi/egress: tables kiwi_*, veths kiwi*, unlocked pool entries. */
+int kiwi_egress_gc(unsigned *removed, kiwi_err *err);
+
+#endif

@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Egress, parent side, top to bottom: prepare (before clone), setup
+ * (after clone), teardown; then the child's half and gc. The table is in
+ * egress_rules.c, the audit in egress_audit.c. */
+#include "egress_int.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/nflog.h"
+#include "kiwi/rtnl.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/netfilter.h>
+#include <netdb.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RUN_DIR "/run/kiwi"
+#define EGRESS_DIR RUN_DIR "/egress"
+#define VETH_PREFIX "kiwi"
+#define TABLE_PREFIX "kiwi_"
+#define PEER_NAME "eth0"
+#define LINK_READY_MS 2000
+#ifndef PIDFD_GET_NET_NAMESPACE
+#define PIDFD_GET_NET_NAMESPACE _IO(0xFF, 4)
+#endif
+
+static const uint16_t default_ports[] = { 80, 443 };
+
+static const char *ip4_str(uint32_t a, char buf[INET_ADDRSTRLEN])
+{
+	struct in_addr in = { htonl(a) };
+	return inet_ntop(AF_INET, &in, buf, INET_ADDRSTRLEN);
+}
+
+static bool in_cidr(uint32_t a, const struct kiwi_cidr4 *c)
+{
+	uint32_t mask = c->prefix ? ~0u << (32 - c->prefix) : 0;
+	return (a & mask) == c->addr;
+}
+
+static int need_net_admin(kiwi_err *err)
+{
+	cap_flag_value_t v = CAP_CLEAR;
+	cap_t caps = cap_get_proc();
+	if (caps) {
+		cap_get_flag(caps, CAP_NET_ADMIN, CAP_EFFECTIVE, &v);
+		cap_free(caps);
+	}
+	if (v != CAP_SET)
+		return kiwi_error(err, EPERM, "egress",
+				  "--network egress creates a veth and a firewall on the host, which needs root "
+				  "(CAP_NET_ADMIN): run kiwi-run as root, or through the setuid helper kiwi-helper "
+				  "once it exists (issue 8)");
+	return 0;
+}
+
+/* ---- --allow-host: resolved once, here, and pinned ---- */
+
+static bool forbidden_answer(const struct kiwi_egress *e, uint32_t a)
+{
+	enum kiwi_addr_class k = kiwi_egress_addr_class(a);
+	if (k == KIWI_ADDR_NEVER || in_cidr(a, &e->cfg.pool))
+		return true;
+	for (size_t i = 0; i < e->n_host_addrs; i++)
+		if (e->host_addrs[i] == a)
+			return true;
+	if (k == KIWI_ADDR_PUBLIC)
+		return false;
+	for (size_t i = 0; i < e->cfg.n_allow_cidrs; i++)
+		if (in_cidr(a, &e->cfg.allow_cidrs[i]))
+			return false;
+	return true;
+}
+
+static int add_pin(struct kiwi_egress *e, uint32_t addr, uint16_t port, kiwi_err *err)
+{
+	for (size_t i = 0; i < e->n_pins; i++)
+		if (e->pin_addrs[i] == addr && e->pin_ports[i] == port)
+			return 0;
+	if (e->n_pins == EGRESS_MAX_PINS)
+		return kiwi_error(err, E2BIG, "egress", "--allow-host: more than %d address and port pairs",
+				  EGRESS_MAX_PINS);
+	e->pin_addrs[e->n_pins] = addr;
+	e->pin_ports[e->n_pins++] = port;
+	return 0;
+}
+
+static int lookup(const char *name, uint32_t *addrs, size_t *n, kiwi_err *err)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int r = getaddrinfo(name, NULL, &hints, &res);
+	if (r)
+		return kiwi_error(err, r == EAI_SYSTEM ? errno : ENOENT, "egress",
+				  "--allow-host `%s`: cannot resolve it: %s", name, gai_strerror(r));
+	*n = 0;
+	for (struct addrinfo *ai = res; ai && *n < KIWI_EGRESS_MAX_ADDRS; ai = ai->ai_next) {
+		uint32_t a = ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr);
+		bool dup = false;
+		for (size_t i = 0; i < *n; i++)
+			dup |= addrs[i] == a;
+		if (!dup)
+			addrs[(*n)++] = a;
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* A name with any forbidden answer is refused, mixed or not: an attacker
+ * who controls a name's DNS must not get a metadata or host address
+ * pinned next to a harmless one. */
+static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h, FILE *hosts, kiwi_err *err)
+{
+	uint32_t addrs[KIWI_EGRESS_MAX_ADDRS];
+	size_t n = 0, bad = 0, bad_at = 0;
+	char s[INET_ADDRSTRLEN];
+	if (lookup(h->name, addrs, &n, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (forbidden_answer(e, addrs[i]) && !bad++)
+			bad_at = i;
+	if (bad)
+		return kiwi_error(err, EACCES, "egress",
+				  "--allow-host `%s`: %s %s, which the policy forbids: refused", h->name,
+				  bad < n ? "its answers mix allowed addresses with" : "it resolves to",
+				  ip4_str(addrs[bad_at], s));
+	const uint16_t *ports = h->port ? &h->port : e->cfg.n_allow_ports ? e->cfg.allow_ports : default_ports;
+	size_t n_ports = h->port ? 1 : e->cfg.n_allow_ports ? e->cfg.n_allow_ports : 2;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t p = 0; p < n_ports; p++)
+			if (add_pin(e, addrs[i], ports[p], err) < 0)
+				return -1;
+		struct in_addr numeric;
+		if (inet_pton(AF_INET, h->name, &numeric) != 1)
+			fprintf(hosts, "%s\t%s\n", ip4_str(addrs[i], s), h->name);
+	}
+	return 0;
+}
+
+static int write_file(const char *path, const char *text, size_t len, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+		return kiwi_error(err, errno, "egress", "cannot write `%s`", path);
+	return 0;
+}
+
+/* /etc/hosts with the pinned answers, and /etc/resolv.conf naming --dns
+ * or nothing (glibc then tries 127.0.0.1, which fails at once). */
+static int write_name_files(struct kiwi_egress *e, kiwi_err *err)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return kiwi_error(err, errno, "egress", "cannot build the hosts file");
+	fputs("127.0.0.1\tlocalhost\n::1\tlocalhost\n", f);
+	for (size_t i = 0; i < e->cfg.n_allow_hosts; i++)
+		if (resolve_host(e, &e->cfg.allow_hosts[i], f, err) < 0) {
+			fclose(f);
+			return -1;
+		}
+	if (fclose(f) != 0)
+		return kiwi_error(err, ENOMEM, "egress", "cannot build the hosts file");
+	if (write_file(e->hosts_path, text, len, err) < 0)
+		return -1;
+	char resolv[96], s[INET_ADDRSTRLEN];
+	int n = e->cfg.dns ? snprintf(resolv, sizeof(resolv), "nameserver %s\n", ip4_str(e->cfg.dns, s))
+			   : snprintf(resolv, sizeof(resolv), "# kiwi-run: no --dns, so no resolver\n");
+	return write_file(e->resolv_path, resolv, (size_t)n, err);
+}
+
+/* ---- a /30 of the pool, under a lock ---- */
+
+static void set_names(struct kiwi_egress *e, uint32_t block)
+{
+	e->block = block;
+	snprintf(e->id, sizeof(e->id), "%08x", block);
+	snprintf(e->host_if, sizeof(e->host_if), VETH_PREFIX "%s", e->id);
+	snprintf(e->table, sizeof(e->table), TABLE_PREFIX "%s", e->id);
+	snprintf(e->lock_path, sizeof(e->lock_path), EGRESS_DIR "/%s.lock", e->id);
+	snprintf(e->hosts_path, sizeof(e->hosts_path), EGRESS_DIR "/%s.hosts", e->id);
+	snprintf(e->resolv_path, sizeof(e->resolv_path), EGRESS_DIR "/%s.resolv", e->id);
+}
+
+static int make_dirs(kiwi_err *err)
+{
+	if ((mkdir(RUN_DIR, 0755) < 0 && errno != EEXIST) || (mkdir(EGRESS_DIR, 0755) < 0 && errno != EEXIST))
+		return kiwi_error(err, errno, "egress", "cannot create `%s`", EGRESS_DIR);
+	return 0;
+}
+
+/* The lock is the open file's flock, held for the whole run. A file
+ * that can be locked belongs to a dead run and is ours to reuse; the
+ * inode check closes the race with a run unlinking it meanwhile. */
+static int lock_path(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -1;
+	struct stat a, b;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &a) < 0 || stat(path, &b) < 0 ||
+	    a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool block_free_on_host(const struct kiwi_egress *e, uint32_t block)
+{
+	for (size_t i = 0; i < e->n_host_addrs; i++)
+		if ((e->host_addrs[i] & ~3u) == block)
+			return false;
+	return true;
+}
+
+static int take_block(struct kiwi_egress *e, kiwi_err *err)
+{
+	uint64_t n_blocks = 1ull << (30 - e->cfg.pool.prefix), start = 0;
+	if (make_dirs(err) < 0)
+		return -1;
+	if (getrandom(&start, sizeof(start), 0) != sizeof(start))
+		start = (uint64_t)getpid();
+	for (uint64_t i = 0; i < n_blocks; i++) {
+		uint32_t block = e->cfg.pool.addr + (uint32_t)((start + i) % n_blocks) * 4;
+		if (!block_free_on_host(e, block))
+			continue;
+		set_names(e, block);
+		int fd = lock_path(e->lock_path);
+		if (fd < 0)
+			continue;
+		/* One log group per block; a group bound by someone else
+		 * (another tool, or another pool's block) means: next block. */
+		e->group = (uint16_t)(0x8000 | ((block >> 2) & 0x7fff));
+		e->nflog = kiwi_nflog_open(e->group, err);
+		if (!e->nflog) {
+			unlink(e->lock_path);
+			close(fd);
+			if (err->errnum == EBUSY || err->errnum == EPERM)
+				continue;
+			return -1;
+		}
+		e->lock_fd = fd;
+		dprintf(fd, "%d\n", (int)getpid());
+		return 0;
+	}
+	char s[INET_ADDRSTRLEN];
+	return kiwi_error(err, EADDRNOTAVAIL, "egress", "the address pool %s/%u is exhausted (--egress-pool)",
+			  ip4_str(e->cfg.pool.addr, s), e->cfg.pool.prefix);
+}
+
+static struct kiwi_egress *egress_new(const struct kiwi_egress_config *c)
+{
+	struct kiwi_egress *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->cfg = *c;
+	e->lock_fd = e->audit_file = -1;
+	return e;
+}
+
+static int open_audit(struct kiwi_egress *e, kiwi_err *err)
+{
+	if (!e->cfg.audit_path)
+		return 0;
+	e->audit_file = open(e->cfg.audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (e->audit_file < 0)
+		return kiwi_error(err, errno, "egress", "--egress-audit `%s`: cannot open it", e->cfg.audit_path);
+	return 0;
+}
+
+static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
+{
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	if (!nl || kiwi_rtnl_addrs4(nl, e->host_addrs, EGRESS_MAX_HOST_ADDRS, &e->n_host_addrs, err) < 0)
+		return -1;
+	char s[INET_ADDRSTRLEN];
+	for (size_t i = 0; i < e->n_host_addrs; i++)
+		if (e->cfg.dns == e->host_addrs[i])
+			return kiwi_error(err, EINVAL, "egress", "--dns `%s` is this host's own address, which the "
+						     "sandbox can never reach", ip4_str(e->cfg.dns, s));
+	return 0;
+}
+
+int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress **out,
+			struct kiwi_egress_child *child, kiwi_err *err)
+{
+	*out = NULL;
+	if (kiwi_egress_config_check(c, err) < 0 || need_net_admin(err) < 0)
+		return -1;
+	struct kiwi_egress *e = egress_new(c);
+	if (!e)
+		return kiwi_error(err, ENOMEM, "egress", "out of memory");
+	if (!(e->nft = kiwi_nft_open(err)) || host_addrs(e, err) < 0 || take_block(e, err) < 0 || write_name_files(e, err) < 0 ||
+	    open_audit(e, err) < 0) {
+		kiwi_egress_teardown(e, NULL);
+		return -1;
+	}
+	*child = (struct kiwi_egress_child){ .addr = e->block + 2, .gateway = e->block + 1, .prefix = 30 };
+	snprintf(child->ifname, sizeof(child->ifname), PEER_NAME);
+	snprintf(child->hosts_path, sizeof(child->hosts_path), "%s", e->hosts_path);
+	snprintf(child->resolv_path, sizeof(child->resolv_path), "%s", e->resolv_path);
+	*out = e;
+	return 0;
+}
+
+/* ---- after clone ---- */
+
+static int child_netns(pid_t child, int pidfd, kiwi_err *err)
+{
+	if (pidfd >= 0) {
+		int fd = ioctl(pidfd, PIDFD_GET_NET_NAMESPACE, 0);
+		if (fd >= 0)
+			return fd;
+	}
+	/* Kernels before 6.11 have no pidfd ioctl. The child is ours and
+	 * not reaped, so its pid cannot have been reused. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)child);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kiwi_error(err, errno, "egress", "cannot open the sandbox's network namespace");
+	return fd;
+}
+
+/* net.ipv4.ip_forward is per network namespace but host-wide within it;
+ * only written when off (a write resets offloads on every device). It is
+ * left on: other sandboxes may rely on it. */
+static int enable_forwarding(kiwi_err *err)
+{
+	_cleanup_close_ int fd = open("/proc/sys/net/ipv4/ip_forward", O_RDWR | O_CLOEXEC);
+	char c = 0;
+	if (fd < 0 || pread(fd, &c, 1, 0) != 1)
+		return kiwi_error(err, errno, "egress", "cannot read net.ipv4.ip_forward");
+	if (c != '1' && pwrite(fd, "1\n", 2, 0) != 2)
+		return kiwi_error(err, errno, "egress", "cannot turn on net.ipv4.ip_forward");
+	return 0;
+}
+
+/* An rtnetlink socket in the sandbox's netns: a socket stays in the
+ * namespace it was made in, so we step in, make it, and step out. The
+ * child is waiting at sync #1 and runs nothing yet. */
+static struct mnl_socket *rtnl_in(int ns, kiwi_err *err)
+{
+	_cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0 || setns(ns, CLONE_NEWNET) < 0) {
+		kiwi_error(err, errno, "egress", "cannot enter the sandbox's network namespace");
+		return NULL;
+	}
+	struct mnl_socket *nl = kiwi_rtnl_open(err);
+	/* Staying would put the host's table and routes in the sandbox. */
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort();
+	return nl;
+}
+
+/* The sandbox's end: IPv6 off, address, up, default route; configured
+ * from here, so the child has nothing to do and no privilege to use. */
+static int sandbox_end(struct kiwi_egress *e, struct mnl_socket *nl, int *index, kiwi_err *err)
+{
+	*index = kiwi_rtnl_link_index(nl, PEER_NAME, err);
+	if (*index < 0)
+		return -1;
+	return kiwi_rtnl_configure(nl, *index, e->block + 2, 30, e->block + 1, err);
+}
+
+int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err)
+{
+	_cleanup_close_ int ns = child_netns(child, child_pidfd, err);
+	if (ns < 0)
+		return -1;
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	_cleanup_rtnl_ struct mnl_socket *sb = nl ? rtnl_in(ns, err) : NULL;
+	if (!sb)
+		return -1;
+	int index = kiwi_rtnl_veth_create(nl, e->host_if, PEER_NAME, ns, err);
+	if (index < 0 && err->errnum == EEXIST) {
+		/* a dead run's, whose block we now hold */
+		if (kiwi_rtnl_link_del(nl, e->host_if, err) < 0)
+			return -1;
+		index = kiwi_rtnl_veth_create(nl, e->host_if, PEER_NAME, ns, err);
+	}
+	if (index < 0)
+		return -1;
+	e->veth_made = true;
+	e->host_ifindex = index;
+	int sb_index;
+	if (sandbox_end(e, sb, &sb_index, err) < 0)
+		return -1;
+	/* The filter exists before the host end comes up. */
+	if (kiwi_egress_build_table(e, err) < 0)
+		return -1;
+	e->table_made = true;
+	if (enable_forwarding(err) < 0 || kiwi_rtnl_configure(nl, index, e->block + 1, 30, 0, err) < 0)
+		return -1;
+	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
+	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : 0;
+}
+
+int kiwi_egress_audit_fd(const struct kiwi_egress *e)
+{
+	return e && e->nflog ? mnl_socket_get_fd(e->nflog) : -1;
+}
+
+/* ---- the end ---- */
+
+static void keep_first(kiwi_err *first, const kiwi_err *e, int r)
+{
+	if (r < 0 && first && !first->step[0])
+		*first = *e;
+}
+
+int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
+{
+	if (!e)
+		return 0;
+	kiwi_err one = { 0 };
+	if (err)
+		err->step[0] = '\0';
+	if (e->table_made)
+		keep_first(err, &one, kiwi_egress_delete_table(e->table, e->nft, &one));
+	if (e->veth_made) {
+		_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(&one);
+		keep_first(err, &one, nl ? kiwi_rtnl_link_del(nl, e->host_if, &one) : -1);
+	}
+	/* Last, after the veth's deletion has let the RCU grace period of
+	 * the table's deletion pass: closing is then immediate. */
+	if (e->nft)
+		mnl_socket_close(e->nft);
+	if (e->nflog)
+		mnl_socket_close(e->nflog);
+	if (e->audit_file >= 0)
+		close(e->audit_file);
+	if (e->lock_fd >= 0) {
+		unlink(e->hosts_path);
+		unlink(e->resolv_path);
+		unlink(e->lock_path);
+		close(e->lock_fd);
+	}
+	free(e);
+	return err && err->step[0] ? -1 : 0;
+}
+
+/* ---- gc ---- */
+
+struct names {
+	char (*v)[32];
+	size_t n, max;
+};
+
+static void collect(const char *name, void *arg)
+{
+	struct names *ns = arg;
+	if (ns->n < ns->max)
+		snprintf(ns->v[ns->n++], sizeof(ns->v[0]), "%s", name);
+}
+
+/* True when the block with this id belongs to a live run. */
+static bool live(const char *id)
+{
+	char path[64];
+	snprintf(path, sizeof(path), EGRESS_DIR "/%.8s.lock", id);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
+static bool our_id(const char *s)
+{
+	return strlen(s) == 8 && strspn(s, "0123456789abcdef") == 8;
+}
+
+static unsigned gc_files(void)
+{
+	unsigned removed = 0;
+	DIR *d = opendir(EGRESS_DIR);
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char id[9];
+		if (strlen(de->d_name) != 13 || strcmp(de->d_name + 8, ".lock"))
+			continue;
+		snprintf(id, sizeof(id), "%.8s", de->d_name);
+		struct kiwi_egress probe;
+		set_names(&probe, (uint32_t)strtoul(id, NULL, 16));
+		int fd = our_id(id) ? lock_path(probe.lock_path) : -1;
+		if (fd < 0)
+			continue;
+		unlink(probe.hosts_path);
+		unlink(probe.resolv_path);
+		unlink(probe.lock_path);
+		close(fd);
+		removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+int kiwi_egress_gc(unsigned *removed, kiwi_err *err)
+{
+	char v[256][32];
+	struct names tables = { v, 0, 256 };
+	*removed = 0;
+	if (kiwi_nft_tables_named(NFPROTO_INET, TABLE_PREFIX, collect, &tables, err) < 0)
+		return -1;
+	for (size_t i = 0; i < tables.n; i++) {
+		const char *id = tables.v[i] + strlen(TABLE_PREFIX);
+		if (!our_id(id) || live(id))
+			continue;
+		if (kiwi_egress_delete_table(tables.v[i], NULL, err) < 0)
+			return -1;
+		(*removed)++;
+	}
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	struct names links = { v, 0, 256 };
+	if (!nl || kiwi_rtnl_links_named(nl, VETH_PREFIX, collect, &links, err) < 0)
+		return -1;
+	for (size_t i = 0; i < links.n; i++) {
+		const char *id = links.v[i] + strlen(VETH_PREFIX);
+		if (!our_id(id) || live(id))
+			continue;
+		if (kiwi_rtnl_link_del(nl, links.v[i], err) < 0)
+			return -1;
+		(*removed)++;
+	}
+	*removed += gc_files();
+	return 0;
+}

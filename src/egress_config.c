@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The egress policy as the user writes it: flags (or policy file keys)
+ * parsed into plain data. Pure code, fuzzed by fuzz_egress_config. */
+#include "egress_int.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_POOL 0x0ac80000u  /* 10.200.0.0/16 */
+
+struct range {
+	uint32_t addr;
+	uint8_t prefix;
+};
+
+/* Never reachable, whatever --allow-cidr says. */
+static const struct range never[] = {
+	{ 0x00000000, 8 },   /* "this network", 0.0.0.0 */
+	{ 0x7f000000, 8 },   /* loopback */
+	{ 0xa9fe0000, 16 },  /* link-local, with the metadata endpoint 169.254.169.254 */
+	{ 0xe0000000, 4 },   /* multicast */
+	{ 0xf0000000, 4 },   /* reserved, and broadcast 255.255.255.255 */
+};
+
+/* Not public: reachable only through --allow-cidr. */
+static const struct range special[] = {
+	{ 0x0a000000, 8 },   /* RFC 1918 */
+	{ 0x64400000, 10 },  /* CGNAT, RFC 6598 */
+	{ 0xac100000, 12 },  /* RFC 1918 */
+	{ 0xc0000000, 24 },  /* IETF protocol assignments */
+	{ 0xc0000200, 24 },  /* TEST-NET-1 */
+	{ 0xc0586300, 24 },  /* 6to4 relay anycast (deprecated) */
+	{ 0xc0a80000, 16 },  /* RFC 1918 */
+	{ 0xc6120000, 15 },  /* benchmarking */
+	{ 0xc6336400, 24 },  /* TEST-NET-2 */
+	{ 0xcb007100, 24 },  /* TEST-NET-3 */
+};
+
+static uint32_t mask_of(unsigned prefix)
+{
+	return prefix ? ~0u << (32 - prefix) : 0;
+}
+
+static bool in_range(uint32_t a, uint32_t net, unsigned prefix)
+{
+	return (a & mask_of(prefix)) == net;
+}
+
+static size_t ranges_of(const struct range *r, size_t n, struct kiwi_ip4_range *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct kiwi_ip4_range){ r[i].addr, r[i].addr | ~mask_of(r[i].prefix) };
+	return n;
+}
+
+size_t kiwi_egress_never_ranges(struct kiwi_ip4_range *out)
+{
+	return ranges_of(never, sizeof(never) / sizeof(never[0]), out);
+}
+
+size_t kiwi_egress_special_ranges(struct kiwi_ip4_range *out)
+{
+	return ranges_of(special, sizeof(special) / sizeof(special[0]), out);
+}
+
+enum kiwi_addr_class kiwi_egress_addr_class(uint32_t addr)
+{
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		if (in_range(addr, never[i].addr, never[i].prefix))
+			return KIWI_ADDR_NEVER;
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+		if (in_range(addr, special[i].addr, special[i].prefix))
+			return KIWI_ADDR_SPECIAL;
+	return KIWI_ADDR_PUBLIC;
+}
+
+void kiwi_egress_config_init(struct kiwi_egress_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->kind = KIWI_EGRESS_PUBLIC_INTERNET;
+	c->pool = (struct kiwi_cidr4){ DEFAULT_POOL, 16 };
+}
+
+static int parse_ip4(const char *s, uint32_t *out)
+{
+	struct in_addr a;
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return -1;
+	*out = ntohl(a.s_addr);
+	return 0;
+}
+
+static int bad(kiwi_err *err, const char *flag, const char *value, const char *why)
+{
+	return kiwi_error(err, EINVAL, "egress", "--%s `%s`: %s", flag, value, why);
+}
+
+static int parse_cidr(const char *flag, const char *value, struct kiwi_cidr4 *out, kiwi_err *err)
+{
+	char addr[INET_ADDRSTRLEN];
+	const char *slash = strchr(value, '/');
+	size_t len = slash ? (size_t)(slash - value) : strlen(value);
+	if (strchr(value, ':'))
+		return bad(err, flag, value, "IPv6 is not supported: egress is IPv4 only and all IPv6 is denied");
+	if (len >= sizeof(addr))
+		return bad(err, flag, value, "not an IPv4 address or CIDR (A.B.C.D[/N])");
+	memcpy(addr, value, len);
+	addr[len] = '\0';
+	unsigned long prefix = 32;
+	if (slash) {
+		char *end;
+		if (!isdigit((unsigned char)slash[1]) || (errno = 0, prefix = strtoul(slash + 1, &end, 10), *end) ||
+		    prefix > 32)
+			return bad(err, flag, value, "the prefix length must be 0 to 32");
+	}
+	if (parse_ip4(addr, &out->addr) < 0)
+		return bad(err, flag, value, "not an IPv4 address or CIDR (A.B.C.D[/N])");
+	if (out->addr & ~mask_of((unsigned)prefix))
+		return bad(err, flag, value, "host bits are set after the prefix length");
+	out->prefix = (uint8_t)prefix;
+	return 0;
+}
+
+static int parse_port(const char *flag, const char *whole, const char *s, uint16_t *out, kiwi_err *err)
+{
+	char *end;
+	if (!isdigit((unsigned char)s[0]))
+		return bad(err, flag, whole, "a port is a number from 1 to 65535");
+	errno = 0;
+	unsigned long p = strtoul(s, &end, 10);
+	if (errno || *end || p == 0 || p > 65535)
+		return bad(err, flag, whole, "a port is a number from 1 to 65535");
+	*out = (uint16_t)p;
+	return 0;
+}
+
+/* A DNS name (letters, digits, '-', '_', dots; labels of 1 to 63) or a
+ * dotted IPv4 address. */
+static bool valid_name(const char *s, size_t len)
+{
+	if (len == 0 || len > KIWI_EGRESS_NAME_MAX)
+		return false;
+	size_t label = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+		} else if (isalnum(ch) || ch == '-' || ch == '_') {
+			if (++label > 63 || (label == 1 && ch == '-'))
+				return false;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+static int parse_host(const char *value, struct kiwi_egress_host *h, kiwi_err *err)
+{
+	if (value[0] == '[' || strchr(value, ':') != strrchr(value, ':'))
+		return bad(err, "allow-host", value, "IPv6 is not supported: egress is IPv4 only");
+	const char *colon = strchr(value, ':');
+	size_t len = colon ? (size_t)(colon - value) : strlen(value);
+	if (!valid_name(value, len))
+		return bad(err, "allow-host", value, "expected NAME[:PORT], NAME a DNS name or IPv4 address");
+	memcpy(h->name, value, len);
+	h->name[len] = '\0';
+	h->port = 0;
+	return colon ? parse_port("allow-host", value, colon + 1, &h->port, err) : 0;
+}
+
+static int parse_kind(const char *value, enum kiwi_egress_kind *out, kiwi_err *err)
+{
+	static const char *const names[] = {
+		[KIWI_EGRESS_PUBLIC_INTERNET] = "public_internet",
+		[KIWI_EGRESS_PRIVATE_NETWORK] = "private_network",
+		[KIWI_EGRESS_HOST_ALLOWLIST] = "host_allowlist",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(value, names[i])) {
+			*out = (enum kiwi_egress_kind)i;
+			return 0;
+		}
+	return bad(err, "egress", value, "expected public_internet, private_network or host_allowlist");
+}
+
+/* One item of a list-valued flag. */
+static int add_item(struct kiwi_egress_config *c, const char *key, const char *item, kiwi_err *err)
+{
+	if (!strcmp(key, "allow-cidr")) {
+		if (c->n_allow_cidrs == KIWI_EGRESS_MAX_CIDRS)
+			return bad(err, key, item, "too many ranges (at most 64)");
+		if (parse_cidr(key, item, &c->allow_cidrs[c->n_allow_cidrs], err) < 0)
+			return -1;
+		c->n_allow_cidrs++;
+		return 0;
+	}
+	if (!strcmp(key, "allow-host")) {
+		if (c->n_allow_hosts == KIWI_EGRESS_MAX_HOSTS)
+			return bad(err, key, item, "too many hosts (at most 32)");
+		if (parse_host(item, &c->allow_hosts[c->n_allow_hosts], err) < 0)
+			return -1;
+		c->n_allow_hosts++;
+		return 0;
+	}
+	if (c->n_allow_ports == KIWI_EGRESS_MAX_PORTS)
+		return bad(err, key, item, "too many ports (at most 32)");
+	uint16_t port;
+	if (parse_port(key, item, item, &port, err) < 0)
+		return -1;
+	for (size_t i = 0; i < c->n_allow_ports; i++)
+		if (c->allow_ports[i] == port)
+			return 0;
+	c->allow_ports[c->n_allow_ports++] = port;
+	return 0;
+}
+
+static int add_list(struct kiwi_egress_config *c, const char *key, const char *value, kiwi_err *err)
+{
+	char item[KIWI_EGRESS_NAME_MAX + 8];
+	const char *p = value;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		if (len == 0 || len >= sizeof(item))
+			return bad(err, key, value, len ? "an item is too long" : "an empty item");
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (add_item(c, key, item, err) < 0)
+			return -1;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const char *value,
+			   kiwi_err *err)
+{
+	if (!strcmp(key, "egress"))
+		return parse_kind(value, &c->kind, err);
+	if (!strcmp(key, "allow-cidr") || !strcmp(key, "allow-host") || !strcmp(key, "allow-port"))
+		return add_list(c, key, value, err);
+	if (!strcmp(key, "dns")) {
+		if (parse_ip4(value, &c->dns) < 0)
+			return bad(err, key, value, strchr(value, ':') ? "IPv6 is not supported: egress is IPv4 only"
+								       : "expected the resolver's IPv4 address");
+		if (kiwi_egress_addr_class(c->dns) == KIWI_ADDR_NEVER)
+			return bad(err, key, value,
+				   "the sandbox can never reach this address (loopback, link-local, multicast or "
+				   "reserved): name a resolver on the network");
+		return 0;
+	}
+	if (!strcmp(key, "egress-audit")) {
+		if (!value[0])
+			return bad(err, key, value, "expected a file name");
+		c->audit_path = value;
+		return 0;
+	}
+	if (!strcmp(key, "egress-pool")) {
+		struct kiwi_cidr4 pool;
+		if (parse_cidr(key, value, &pool, err) < 0)
+			return -1;
+		if (pool.prefix < 8 || pool.prefix > 30)
+			return bad(err, key, value, "the pool needs a prefix length from 8 to 30");
+		if (kiwi_egress_addr_class(pool.addr) == KIWI_ADDR_NEVER)
+			return bad(err, key, value, "the pool must not lie in loopback, link-local, multicast or "
+						    "reserved space");
+		c->pool = pool;
+		return 0;
+	}
+	return kiwi_error(err, EINVAL, "egress", "unknown egress setting `%s`", key);
+}
+
+int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err)
+{
+	if (c->kind == KIWI_EGRESS_PRIVATE_NETWORK && !c->n_allow_cidrs)
+		return kiwi_error(err, EINVAL, "egress",
+				  "--egress private_network needs at least one --allow-cidr");
+	if (c->kind == KIWI_EGRESS_HOST_ALLOWLIST && !c->n_allow_hosts)
+		return kiwi_error(err, EINVAL, "egress",
+				  "--egress host_allowlist needs at least one --allow-host");
+	if (c->kind != KIWI_EGRESS_HOST_ALLOWLIST && c->n_allow_hosts)
+		return kiwi_error(err, EINVAL, "egress",
+				  "--allow-host `%s` needs --egress host_allowlist", c->allow_hosts[0].name);
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared by egress.c (lifecycle), egress_config.c (parsing), egress_rules.c
+ * (the nftables table) and egress_audit.c (nflog, verdict). */
+#ifndef KIWI_EGRESS_INT_H
+#define KIWI_EGRESS_INT_H
+
+#include "kiwi/egress.h"
+#include "kiwi/nft.h"
+
+#define EGRESS_MAX_PINS 1024
+#define EGRESS_MAX_HOST_ADDRS 256
+#define EGRESS_MAX_BLOCKED 64
+#define EGRESS_NEVER_RANGES 5
+#define EGRESS_SPECIAL_RANGES 10
+
+struct mnl_socket;
+
+struct egress_blocked {
+	uint8_t family, proto;
+	uint16_t port;
+	uint8_t dst[16];
+	uint64_t count;
+};
+
+struct kiwi_egress {
+	struct kiwi_egress_config cfg;
+	uint32_t block;             /* the /30: block+1 host side, block+2 sandbox */
+	char id[9];                 /* block in hex: names everything below */
+	char host_if[16];
+	int host_ifindex;
+	char table[24];
+	uint16_t group;             /* nflog group */
+	int lock_fd, audit_file;
+	char lock_path[64], hosts_path[64], resolv_path[64];
+	bool veth_made, table_made;
+	uint32_t host_addrs[EGRESS_MAX_HOST_ADDRS];
+	size_t n_host_addrs;
+	uint32_t pin_addrs[EGRESS_MAX_PINS];
+	uint16_t pin_ports[EGRESS_MAX_PINS];
+	size_t n_pins;
+	struct mnl_socket *nflog;
+	struct mnl_socket *nft;     /* kept open: see kiwi_nft_open() */
+	struct egress_blocked blocked[EGRESS_MAX_BLOCKED];
+	size_t n_blocked;
+	uint64_t blocked_other;     /* packets whose tuple did not fit */
+	uint64_t audit_lines;
+	unsigned lost;
+};
+
+size_t kiwi_egress_never_ranges(struct kiwi_ip4_range *out);
+size_t kiwi_egress_special_ranges(struct kiwi_ip4_range *out);
+int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err);
+/* sock may be NULL */
+int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err);
+
+#endif

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* netprobe: the static client the network tests run inside sandboxes.
+ * Every subcommand prints one JSON object and exits 0; the object says
+ * what happened (ok, errno, error, ms), so a test can tell a fast reject
+ * from a timeout.
+ *   netprobe tcp ADDR PORT [TIMEOUT_MS]   connect, send "ping\n", read a reply
+ *   netprobe udp ADDR PORT [TIMEOUT_MS]   send "ping", wait for a datagram
+ *   netprobe dns SERVER NAME              one A query over UDP
+ *   netprobe hosts NAME                   the addresses /etc/hosts gives NAME
+ *   netprobe cat FILE                     a file's text
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void json_str(const char *s, size_t n)
+{
+	putchar('"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20 || c > 0x7e)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static int report(int err, double t0, const char *reply, size_t n)
+{
+	printf("{\"ok\":%s,\"errno\":%d,\"error\":", err ? "false" : "true", err);
+	const char *name = err ? strerrorname_np(err) : NULL;
+	if (err)
+		json_str(name ? name : "?", strlen(name ? name : "?"));
+	else
+		printf("null");
+	printf(",\"ms\":%.3f,\"reply\":", now_ms() - t0);
+	json_str(reply ? reply : "", reply ? n : 0);
+	printf("}\n");
+	return 0;
+}
+
+static int parse_addr(const char *addr, const char *port, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)atoi(port));
+	return inet_pton(AF_INET, addr, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+/* Waits for events on fd; returns 0, or an errno (ETIMEDOUT). */
+static int wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int r = poll(&p, 1, timeout_ms);
+	if (r < 0)
+		return errno;
+	if (r == 0)
+		return ETIMEDOUT;
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+	return soerr;
+}
+
+static int exchange(int type, const char *addr, const char *port, int timeout_ms)
+{
+	struct sockaddr_in sa;
+	char buf[512];
+	double t0 = now_ms();
+	if (parse_addr(addr, port, &sa) < 0)
+		return report(EINVAL, t0, NULL, 0);
+	int fd = socket(AF_INET, type | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return report(errno, t0, NULL, 0);
+	int e = 0;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno != EINPROGRESS)
+			return report(errno, t0, NULL, 0);
+		if ((e = wait_fd(fd, POLLOUT, timeout_ms)))
+			return report(e, t0, NULL, 0);
+	}
+	const char *msg = type == SOCK_STREAM ? "ping\n" : "ping";
+	if (send(fd, msg, strlen(msg), MSG_NOSIGNAL) < 0)
+		return report(errno, t0, NULL, 0);
+	if ((e = wait_fd(fd, POLLIN, timeout_ms)))
+		return report(e, t0, NULL, 0);
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return report(errno, t0, NULL, 0);
+	return report(0, t0, buf, (size_t)n);
+}
+
+/* ---- DNS: one A query, answers printed as dotted quads ---- */
+
+static size_t put_name(unsigned char *p, const char *name)
+{
+	size_t o = 0;
+	while (*name) {
+		size_t l = strcspn(name, ".");
+		p[o++] = (unsigned char)l;
+		memcpy(p + o, name, l);
+		o += l;
+		name += l;
+		if (*name == '.')
+			name++;
+	}
+	p[o++] = 0;
+	return o;
+}
+
+static size_t skip_name(const unsigned char *p, size_t o, size_t n)
+{
+	while (o < n) {
+		if (p[o] == 0)
+			return o + 1;
+		if ((p[o] & 0xc0) == 0xc0)
+			return o + 2;
+		o += (size_t)p[o] + 1;
+	}
+	return n;
+}
+
+static int dns(const char *server, const char *name)
+{
+	unsigned char q[512] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 }, r[512];
+	size_t len = 12 + put_name(q + 12, name);
+	q[len++] = 0, q[len++] = 1, q[len++] = 0, q[len++] = 1;  /* A, IN */
+	struct sockaddr_in sa;
+	double t0 = now_ms();
+	if (parse_addr(server, "53", &sa) < 0)
+		return report(EINVAL, t0, NULL, 0);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || send(fd, q, len, 0) < 0)
+		return report(errno, t0, NULL, 0);
+	int e = wait_fd(fd, POLLIN, 3000);
+	if (e)
+		return report(e, t0, NULL, 0);
+	ssize_t n = recv(fd, r, sizeof(r), 0);
+	if (n < 12)
+		return report(n < 0 ? errno : EPROTO, t0, NULL, 0);
+	char answers[256] = "";
+	size_t o = skip_name(r, 12, (size_t)n) + 4, an = (size_t)(r[6] << 8 | r[7]);
+	for (size_t i = 0; i < an && o + 10 <= (size_t)n; i++) {
+		o = skip_name(r, o, (size_t)n);
+		size_t rdlen = (size_t)(r[o + 8] << 8 | r[o + 9]);
+		if (r[o + 1] == 1 && rdlen == 4 && o + 14 <= (size_t)n) {
+			char a[INET_ADDRSTRLEN];
+			inet_ntop(AF_INET, r + o + 10, a, sizeof(a));
+			snprintf(answers + strlen(answers), sizeof(answers) - strlen(answers), "%s%s",
+				 answers[0] ? " " : "", a);
+		}
+		o += 10 + rdlen;
+	}
+	return report(0, t0, answers, strlen(answers));
+}
+
+static int hosts(const char *name)
+{
+	char line[512], out[256] = "";
+	double t0 = now_ms();
+	FILE *f = fopen("/etc/hosts", "r");
+	if (!f)
+		return report(errno, t0, NULL, 0);
+	while (fgets(line, sizeof(line), f)) {
+		char addr[64], host[256];
+		if (line[0] == '#' || sscanf(line, "%63s %255s", addr, host) != 2 || strcmp(host, name))
+			continue;
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? " " : "", addr);
+	}
+	fclose(f);
+	return report(0, t0, out, strlen(out));
+}
+
+static int cat(const char *path)
+{
+	char buf[4096];
+	double t0 = now_ms();
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return report(errno, t0, NULL, 0);
+	ssize_t n = read(fd, buf, sizeof(buf));
+	return report(n < 0 ? errno : 0, t0, buf, n < 0 ? 0 : (size_t)n);
+}
+
+int main(int argc, char **argv)
+{
+	int timeout = argc > 4 ? atoi(argv[4]) : 3000;
+	if (argc >= 4 && !strcmp(argv[1], "tcp"))
+		return exchange(SOCK_STREAM, argv[2], argv[3], timeout);
+	if (argc >= 4 && !strcmp(argv[1], "udp"))
+		return exchange(SOCK_DGRAM, argv[2], argv[3], timeout);
+	if (argc == 4 && !strcmp(argv[1], "dns"))
+		return dns(argv[2], argv[3]);
+	if (argc == 3 && !strcmp(argv[1], "hosts"))
+		return hosts(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "cat"))
+		return cat(argv[2]);
+	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | hosts NAME | cat FILE\n");
+	return 2;
+}

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fake internet's servers, run inside the test's "internet" network
+namespace (or, with role "host", the services of the fake host that a
+sandbox must never reach).
+
+TCP: answers one read with "pong LOCAL:PORT PEER" (an HTTP response when
+the request starts with GET). UDP: the same, per datagram. DNS on udp/53
+answers A queries from NAMES; a name starting with "rebind" answers
+203.0.113.10 once, then 169.254.169.254 (a rebinding attack).
+Prints "ready" once every socket is bound.
+"""
+import socket
+import struct
+import sys
+import threading
+
+ROLES = {
+    "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True},
+    "host": {"tcp": [8081], "udp": [8083], "dns": False, "loopback_tcp": [8082]},
+}
+
+NAMES = {
+    "good.test": ["203.0.113.10"],
+    "two.test": ["203.0.113.10", "203.0.113.11"],
+    "mixed.test": ["203.0.113.10", "169.254.169.254"],
+    "meta.test": ["169.254.169.254"],
+    "private.test": ["10.99.0.10"],
+    "public.test": ["5.5.5.5"],
+    "mixpub.test": ["5.5.5.5", "10.99.0.10"],
+    "loop.test": ["127.0.0.1"],
+}
+_seen = set()
+_lock = threading.Lock()
+
+
+def pong(local, peer, data):
+    text = f"pong {local[0]}:{local[1]} {peer[0]}\n"
+    if data.startswith(b"GET"):
+        text = f"HTTP/1.0 200 OK\r\nContent-Length: {len(text)}\r\n\r\n{text}"
+    return text.encode()
+
+
+def serve_tcp(sock):
+    while True:
+        conn, peer = sock.accept()
+        threading.Thread(target=tcp_one, args=(conn, peer), daemon=True).start()
+
+
+def tcp_one(conn, peer):
+    with conn:
+        conn.settimeout(5)
+        try:
+            data = conn.recv(512)
+            conn.sendall(pong(conn.getsockname(), peer, data))
+        except OSError:
+            pass
+
+
+IP_PKTINFO = 8
+
+
+def recv_dgram(sock):
+    """(data, peer, local address): a wildcard socket must answer from the
+    address the datagram was sent to, or the sandbox's conntrack entry
+    (and masquerade) would not match the answer."""
+    data, anc, _, peer = sock.recvmsg(2048, socket.CMSG_SPACE(12))
+    local = "0.0.0.0"
+    for level, kind, value in anc:
+        if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
+            local = socket.inet_ntoa(value[8:12])
+    return data, peer, local
+
+
+def send_dgram(sock, data, peer, local):
+    info = struct.pack("=I4s4s", 0, socket.inet_aton(local), b"\0" * 4)
+    sock.sendmsg([data], [(socket.IPPROTO_IP, IP_PKTINFO, info)], 0, peer)
+
+
+def serve_udp(sock):
+    while True:
+        data, peer, local = recv_dgram(sock)
+        send_dgram(sock, pong((local, sock.getsockname()[1]), peer, data), peer, local)
+
+
+def answers_for(name):
+    if name.startswith("rebind"):
+        with _lock:
+            first = name not in _seen
+            _seen.add(name)
+        return ["203.0.113.10"] if first else ["169.254.169.254"]
+    return NAMES.get(name, [])
+
+
+def dns_reply(q):
+    qid, flags, qd = struct.unpack("!HHH", q[:6])
+    labels, o = [], 12
+    while q[o]:
+        labels.append(q[o + 1:o + 1 + q[o]].decode())
+        o += 1 + q[o]
+    qtype = struct.unpack("!H", q[o + 1:o + 3])[0]
+    question = q[12:o + 5]
+    name = ".".join(labels).lower()
+    addrs = answers_for(name) if qtype == 1 else []
+    rcode = 0 if addrs or name in NAMES or name.startswith("rebind") else 3
+    head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, len(addrs), 0, 0)
+    body = b"".join(struct.pack("!HHHIH", 0xC00C, 1, 1, 0, 4) + socket.inet_aton(a) for a in addrs)
+    return head + question + body
+
+
+def serve_dns(sock):
+    while True:
+        q, peer, local = recv_dgram(sock)
+        try:
+            send_dgram(sock, dns_reply(q), peer, local)
+        except (IndexError, struct.error, UnicodeDecodeError):
+            pass
+
+
+def bound(kind, addr, port):
+    s = socket.socket(socket.AF_INET, kind)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    if kind == socket.SOCK_STREAM:
+        s.listen(64)
+    else:
+        s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+    return s
+
+
+def main():
+    role = ROLES[sys.argv[1]]
+    jobs = [(serve_tcp, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role["tcp"]]
+    jobs += [(serve_tcp, bound(socket.SOCK_STREAM, "127.0.0.1", p)) for p in role.get("loopback_tcp", [])]
+    jobs += [(serve_udp, bound(socket.SOCK_DGRAM, "0.0.0.0", p)) for p in role["udp"]]
+    if role["dns"]:
+        jobs.append((serve_dns, bound(socket.SOCK_DGRAM, "0.0.0.0", 53)))
+    for fn, s in jobs:
+        threading.Thread(target=fn, args=(s,), daemon=True).start()
+    print("ready", flush=True)
+    sys.stdin.read()  # until the harness closes our stdin
+
+
+if __name__ == "__main__":
+    main()

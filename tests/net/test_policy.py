@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The egress policy, mode by mode, through egresstool (the module as the
+launcher drives it). Each denied attempt must fail fast (a reject, not a
+silent drop) and show up in the audit."""
+import errno
+import json
+import uuid
+
+import pytest
+
+from fakenet import HOST_UPLINK
+
+DOCS = "192.0.2.0/24,198.51.100.0/24,203.0.113.0/24"
+PUBLIC = ["--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
+FAST_MS = 500
+REFUSED = {errno.ECONNREFUSED, errno.EHOSTUNREACH}
+
+
+def connected(res, what):
+    assert res["ok"] and res["reply"], f"{what} should connect: {res}"
+
+
+def denied_fast(res, what):
+    assert not res["ok"], f"{what} should be denied: {res}"
+    assert res["errno"] in REFUSED, f"{what} should be rejected, not dropped: {res}"
+    assert res["ms"] < FAST_MS, f"{what} took {res['ms']} ms to fail"
+
+
+def blocked(report):
+    return {(b["proto"], b["dst"], b["port"]): b["count"] for b in report["egress_blocked"]}
+
+
+# ---------------------------------------------------------------- public_internet
+
+ALLOWED_PUBLIC = [
+    ("tcp", "203.0.113.10", 80), ("tcp", "198.51.100.10", 443), ("tcp", "192.0.2.10", 80),
+    ("tcp", "5.5.5.5", 443), ("udp", "203.0.113.10", 443), ("udp", "5.5.5.5", 443),
+]
+DENIED_PUBLIC = [
+    ("tcp", "203.0.113.10", 8080),    # port not allowed
+    ("tcp", "5.5.5.5", 22),
+    ("udp", "5.5.5.5", 5000),
+    ("tcp", "10.99.0.10", 80),        # RFC 1918
+    ("tcp", "100.64.0.10", 80),       # CGNAT
+    ("tcp", "169.254.169.254", 80),   # metadata
+    ("udp", "169.254.169.254", 80),
+    ("tcp", "203.0.113.10", 53),      # DNS only to the resolver
+    ("udp", "198.51.100.10", 53),
+    ("tcp", HOST_UPLINK, 8081),       # the host's own address
+    ("udp", HOST_UPLINK, 8083),
+]
+
+
+def test_public_internet_connects(egress):
+    res, rep = egress.probes(PUBLIC, [list(c) for c in ALLOWED_PUBLIC] + [["dns", "192.0.2.53", "good.test"]])
+    for call, r in zip(ALLOWED_PUBLIC, res):
+        connected(r, call)
+        # masqueraded: the server sees the host's uplink, not the sandbox
+        assert HOST_UPLINK in r["reply"], r
+    assert res[-1]["ok"] and res[-1]["reply"] == "203.0.113.10", res[-1]
+    assert rep["egress_blocked"] == []
+
+
+def test_public_internet_denies_fast_and_audits(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    res, rep = egress.probes([*PUBLIC, "--egress-audit", audit], [list(c) for c in DENIED_PUBLIC])
+    for call, r in zip(DENIED_PUBLIC, res):
+        denied_fast(r, call)
+    got = blocked(rep)
+    for proto, dst, port in DENIED_PUBLIC:
+        assert got.get((proto, dst, port), 0) >= 1, f"{proto} {dst}:{port} missing from {rep['egress_blocked']}"
+    lines = [json.loads(l) for l in audit.read_text().splitlines()]
+    assert {(l["proto"], l["dst"], l["port"]) for l in lines} == set(DENIED_PUBLIC)
+    assert all(l["time"].endswith("Z") and l["action"] == "reject" and l["src"] == rep["address"] for l in lines)
+
+
+def test_public_internet_needs_allow_cidr_for_documentation_ranges(egress):
+    res, rep = egress.probes(["--egress", "public_internet"],
+                             [["tcp", "203.0.113.10", 80], ["tcp", "5.5.5.5", 80], ["udp", "192.0.2.53", 53]])
+    denied_fast(res[0], "documentation range without --allow-cidr")
+    connected(res[1], "public address")
+    denied_fast(res[2], "DNS without --dns")
+
+
+def test_allow_port_replaces_the_defaults(egress):
+    res, _ = egress.probes(["--egress", "public_internet", "--allow-port", "8080"],
+                           [["tcp", "5.5.5.5", 8080], ["tcp", "5.5.5.5", 80], ["tcp", "5.5.5.5", 443]])
+    connected(res[0], "allowed port")
+    denied_fast(res[1], "80 once --allow-port is given")
+    denied_fast(res[2], "443 once --allow-port is given")
+
+
+@pytest.mark.parametrize("kind", ["public_internet", "private_network"])
+def test_allow_cidr_never_reopens_metadata_host_or_pool(egress, kind):
+    opts = ["--egress", kind, "--allow-cidr", "0.0.0.0/0", "--allow-port", "80,8081,8083"]
+    script_calls = [["tcp", "169.254.169.254", 80], ["tcp", HOST_UPLINK, 8081], ["udp", HOST_UPLINK, 8083],
+                    ["tcp", "10.200.0.1", 8081], ["tcp", "5.5.5.5", 80]]
+    res, _ = egress.probes(opts, script_calls)
+    for call, r in zip(script_calls[:-1], res):
+        denied_fast(r, call)
+    connected(res[-1], "a public address under 0.0.0.0/0")
+
+
+def test_host_services_on_the_gateway_are_unreachable(egress, world, tools):
+    # first, they exist: the host itself reaches them
+    import subprocess
+    r = subprocess.run(world.hx(tools["netprobe"], "tcp", HOST_UPLINK, "8081"), capture_output=True, text=True)
+    assert json.loads(r.stdout)["ok"], r.stdout
+    p = tools["netprobe"]
+    script = (f"gw=$(ip route show default | awk '{{print $3}}'); {p} tcp $gw 8081; {p} udp $gw 8083; "
+              f"{p} tcp $gw 22")
+    r, rep = egress.run(PUBLIC, ["/bin/sh", "-c", script])
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(res) == 3, r.stdout + r.stderr
+    for x in res:
+        denied_fast(x, "the gateway (the host's veth address)")
+    assert {b["dst"] for b in rep["egress_blocked"]} == {rep["gateway"]}
+
+
+def test_no_ipv6_in_the_sandbox(egress):
+    r, rep = egress.run(PUBLIC, ["/bin/sh", "-c", "sleep 0.3; ip -6 -o addr show dev eth0; ip -o -4 addr show dev eth0"])
+    assert r.returncode == 0, r.stderr
+    assert "inet6" not in r.stdout, f"IPv6 addresses in the sandbox: {r.stdout}"
+    assert f"inet {rep['address']}/30" in r.stdout
+    assert rep["egress_blocked"] == [], "nothing (no router solicitation, no MLD) left on its own"
+
+
+# ---------------------------------------------------------------- private_network
+
+def test_private_network_only_allow_cidr(egress):
+    opts = ["--egress", "private_network", "--allow-cidr", "10.99.0.0/16"]
+    calls = [["tcp", "10.99.0.10", 8080], ["udp", "10.99.0.10", 9999], ["tcp", "10.99.0.10", 22],
+             ["tcp", "5.5.5.5", 80], ["tcp", "203.0.113.10", 80], ["tcp", "169.254.169.254", 80],
+             ["tcp", "100.64.0.10", 80]]
+    res, rep = egress.probes(opts, calls)
+    for r, c in zip(res[:3], calls[:3]):
+        connected(r, c)
+    for r, c in zip(res[3:], calls[3:]):
+        denied_fast(r, c)
+    assert len(rep["egress_blocked"]) == 4
+
+
+def test_private_network_with_allow_port(egress):
+    opts = ["--egress", "private_network", "--allow-cidr", "10.99.0.10/32", "--allow-port", "80"]
+    res, _ = egress.probes(opts, [["tcp", "10.99.0.10", 80], ["tcp", "10.99.0.10", 8080]])
+    connected(res[0], "allowed port")
+    denied_fast(res[1], "other port")
+
+
+# ---------------------------------------------------------------- host_allowlist
+
+ALLOWLIST = ["--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24"]
+
+
+def test_allowlist_pins_addresses_and_ports(egress):
+    opts = [*ALLOWLIST, "--allow-host", "good.test:80", "--allow-host", "two.test"]
+    calls = [["tcp", "203.0.113.10", 80], ["tcp", "203.0.113.11", 443], ["udp", "203.0.113.11", 443],
+             ["tcp", "203.0.113.11", 8080], ["tcp", "198.51.100.10", 80], ["tcp", "5.5.5.5", 80],
+             ["hosts", "good.test"], ["hosts", "two.test"]]
+    res, rep = egress.probes(opts, calls)
+    for r, c in zip(res[:3], calls[:3]):
+        connected(r, c)
+    for r, c in zip(res[3:6], calls[3:6]):
+        denied_fast(r, c)
+    assert res[6]["reply"] == "203.0.113.10"
+    assert sorted(res[7]["reply"].split()) == ["203.0.113.10", "203.0.113.11"]
+
+
+def test_allowlist_cidr_alone_opens_nothing(egress):
+    # --allow-cidr only says where allowed names may resolve
+    res, _ = egress.probes([*ALLOWLIST, "--allow-host", "good.test:80"], [["tcp", "203.0.113.11", 80]])
+    denied_fast(res[0], "an unpinned address inside --allow-cidr")
+
+
+@pytest.mark.parametrize("name", ["mixed.test", "meta.test", "loop.test", "private.test", "mixpub.test"])
+def test_allowlist_refuses_forbidden_answers(egress, name):
+    r, rep = egress.run([*ALLOWLIST, "--allow-host", f"{name}:80"], ["true"])
+    assert r.returncode == 125 and rep is None, r
+    assert f"`{name}`" in r.stderr and "refused" in r.stderr, r.stderr
+
+
+def test_allowlist_refuses_unresolvable(egress):
+    r, _ = egress.run([*ALLOWLIST, "--allow-host", "nowhere.test:80"], ["true"])
+    assert r.returncode == 125 and "cannot resolve" in r.stderr, r.stderr
+
+
+def test_dns_rebinding_is_refused(egress):
+    name = f"rebind-{uuid.uuid4().hex[:8]}.test"
+    opts = [*ALLOWLIST, "--allow-host", f"{name}:80", "--dns", "192.0.2.53"]
+    res, rep = egress.probes(opts, [["dns", "192.0.2.53", name], ["tcp", "169.254.169.254", 80],
+                                    ["hosts", name], ["tcp", "203.0.113.10", 80]])
+    assert res[0]["ok"] and res[0]["reply"] == "169.254.169.254", "the resolver now rebinds the name"
+    denied_fast(res[1], "the rebound address")
+    assert res[2]["reply"] == "203.0.113.10", "the sandbox's /etc/hosts keeps the pinned answer"
+    connected(res[3], "the pinned address")
+
+
+def test_allowlist_dns_only_to_the_resolver(egress):
+    base = [*ALLOWLIST, "--allow-host", "good.test:80"]
+    res, _ = egress.probes(base, [["dns", "192.0.2.53", "good.test"], ["cat", "/etc/resolv.conf"]])
+    denied_fast(res[0], "DNS without --dns")
+    assert "nameserver" not in res[1]["reply"]
+    res, _ = egress.probes([*base, "--dns", "192.0.2.53"],
+                           [["dns", "192.0.2.53", "good.test"], ["dns", "203.0.113.10", "good.test"],
+                            ["cat", "/etc/resolv.conf"]])
+    assert res[0]["ok"] and res[0]["reply"] == "203.0.113.10"
+    denied_fast(res[1], "another resolver")
+    assert res[2]["reply"] == "nameserver 192.0.2.53\n"
