@@ -729,6 +729,7 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 	}
 	struct blob_reader r = { .fd = blob_fd, .h = h, .size = digest ? size : -1, .buf = buf };
 	archive_read_support_format_tar(a);
+	archive_read_support_format_empty(a); /* a layer with no entries at all */
 	if (comp == KIWI_LAYER_GZIP)
 		archive_read_support_filter_gzip(a);
 	else if (comp == KIWI_LAYER_ZSTD)

@@ -322,3 +322,10 @@ def test_oci_archive_with_device_refused(run, host):
     p = run("unpack", f"{archive}:latest", str(dest), env={**os.environ, "TMPDIR": str(scratch)})
     assert_refused(p, dest, "entry `sda` is neither a file nor a directory")
     assert os.listdir(scratch) == [], "the archive's scratch copy was left behind"
+
+
+@pytest.mark.parametrize("media_type", [MT_TAR, MT_GZIP])
+def test_garbage_layer(run, host, media_type):
+    blob = os.urandom(4096)
+    p, dest = unpack(run, host, [{"media_type": media_type, "data": blob, "raw": True}])
+    assert_refused(p, dest, "layer 1/1")

@@ -232,3 +232,12 @@ def test_nested_multiarch_index(run, tmp_path):
 
 def L_(arch):
     return (MT_TAR, tar_bytes([("file", "arch", arch)]))
+
+
+def test_empty_layers(run, tmp_path):
+    img = tmp_path / "img"
+    write_layout(str(img), [(MT_TAR, b""), {"media_type": MT_GZIP, "data": b""},
+                            (MT_GZIP, tar_bytes([])), (MT_TAR, tar_bytes([("file", "a", "x")]))])
+    out = tmp_path / "out"
+    run("unpack", f"{img}:latest", str(out), check=0)
+    assert os.listdir(out) == ["a"]
