@@ -265,9 +265,9 @@ static int choose(struct walk *w, const char *tag, const char *digest, const cha
 		pick = c;
 	}
 	if (!pick && !named)
-		return kiwi_error(err, ENOENT, "select", "no image %s%s%s in the layout (tags: %s)",
+		return kiwi_error(err, ENOENT, "select", "no image %s%s in the layout (tags: %s)",
 				  tag ? "tagged " : "", tag ? tag : digest ? digest : "at all",
-				  "", tags[0] ? tags : "none");
+				  tags[0] ? tags : "none");
 	if (!pick)
 		return kiwi_error(err, ENOENT, "select", "no image for platform %s (try --platform)", platform);
 	*out = pick->d;
