@@ -6,6 +6,7 @@
 #include <archive_entry.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,4 +162,54 @@ Test(layer, names_are_cleaned)
 		cr_assert_eq(kiwi_remove_tree_at(AT_FDCWD, tmpl, &ignored), 0);
 		close(root);
 	}
+}
+
+/* The API kiwi-run uses: pack a tree, make sure it is unpacked in a cache,
+ * and keep gc away while pinned. */
+Test(cache, ensure_unpacked_and_pin)
+{
+	char top[] = "/tmp/kiwi-unit-cache-XXXXXX";
+	cr_assert_not_null(mkdtemp(top));
+	char tree[256], layout[256], cache[256], file[PATH_MAX];
+	snprintf(tree, sizeof(tree), "%s/tree", top);
+	snprintf(layout, sizeof(layout), "%s/layout:v1", top);
+	snprintf(cache, sizeof(cache), "%s/cache", top);
+	snprintf(file, sizeof(file), "%s/hello", tree);
+	cr_assert_eq(mkdir(tree, 0755), 0);
+	FILE *f = fopen(file, "w");
+	fputs("hi\n", f);
+	fclose(f);
+	char *entrypoint[] = { "/hello", NULL };
+	struct kiwi_pack_opts po = { .entrypoint = entrypoint, .working_dir = "/w" };
+	kiwi_err err = { 0 };
+	char digest[KIWI_DIGEST_MAX];
+	cr_assert_eq(kiwi_image_pack(tree, layout, &po, digest, &err), 0, "%s", err.msg);
+
+	struct kiwi_unpack_opts uo = { 0 };
+	char *rootfs = NULL;
+	struct kiwi_image_config cfg;
+	int pin = -1;
+	cr_assert_eq(kiwi_image_ensure_unpacked(layout, cache, &uo, &rootfs, &cfg, &pin, &err), 0,
+		     "%s", err.msg);
+	cr_assert_geq(pin, 0);
+	cr_assert_str_eq(cfg.entrypoint[0], "/hello");
+	cr_assert_str_eq(cfg.working_dir, "/w");
+	char want[PATH_MAX];
+	snprintf(want, sizeof(want), "%s/sha256-%s/rootfs", cache, strchr(digest, ':') + 1);
+	cr_assert_str_eq(rootfs, want);
+	snprintf(file, sizeof(file), "%s/hello", rootfs);
+	cr_assert_eq(access(file, R_OK), 0);
+
+	struct kiwi_gc_stats st;
+	cr_assert_eq(kiwi_image_cache_gc(cache, 0, &st, &err), 0, "%s", err.msg);
+	cr_assert_eq(st.busy, 1, "a pinned entry was not seen as in use");
+	cr_assert_eq(st.removed, 0);
+	close(pin);
+	cr_assert_eq(kiwi_image_cache_gc(cache, 0, &st, &err), 0, "%s", err.msg);
+	cr_assert_eq(st.removed, 1);
+	cr_assert_neq(access(file, F_OK), 0);
+
+	free(rootfs);
+	kiwi_image_config_clear(&cfg);
+	cr_assert_eq(kiwi_remove_tree_at(AT_FDCWD, top, &err), 0);
 }
