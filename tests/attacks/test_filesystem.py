@@ -229,9 +229,15 @@ def test_symlink_swap_race_on_a_bind_destination(kiwi, session_dir, canary, atta
                                stdout=subprocess.PIPE, text=True)
     outcomes = {}
     try:
-        deadline = time.monotonic() + 4
+        # A few seconds, longer on a slow (sanitized) build until both
+        # sides of the race have been hit.
+        start = time.monotonic()
         runs = 0
-        while time.monotonic() < deadline and runs < 150:
+        while runs < 150:
+            elapsed = time.monotonic() - start
+            hit_both = outcomes.get(0) and outcomes.get(125)
+            if elapsed > 15 or (elapsed > 4 and hit_both and runs >= 10):
+                break
             runs += 1
             r = kiwi.run(["/bin/ls", "/race/dst", "/etc"],
                          opts=["--bind", f"{src}:{dest}"], rootfs=copy)
@@ -243,8 +249,6 @@ def test_symlink_swap_race_on_a_bind_destination(kiwi, session_dir, canary, atta
     finally:
         swapper.kill()
         swapper.wait()
-    print(f"race {kiwi.mode}-{variant}: {runs} runs, outcomes {outcomes}")
-    assert runs >= 20, f"only {runs} runs in the time allowed: {outcomes}"
     # both sides of the race were hit: mounted, and refused as a symlink
     assert outcomes.get(0) and outcomes.get(125), outcomes
     for p in ("/etc/newsub", "/etc/bound-marker", canary / "newsub", canary / "bound-marker"):
