@@ -20,6 +20,9 @@
 #include <time.h>
 
 #define SCRATCH_PREFIX ".tmp-"
+/* Entries unpacked with security.capability restored are kept apart: the
+ * same image without them is a different tree. */
+#define CAPS_SUFFIX "-caps"
 
 char *kiwi_image_cache_default(void)
 {
@@ -37,7 +40,7 @@ char *kiwi_image_cache_default(void)
 
 static int lock_entry(int dir_fd, const char *key, int how, kiwi_err *err)
 {
-	char name[KIWI_DIGEST_MAX + 8];
+	char name[KIWI_DIGEST_MAX + 16];
 	snprintf(name, sizeof(name), "%s.lock", key);
 	_cleanup_close_ int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -49,7 +52,7 @@ static int lock_entry(int dir_fd, const char *key, int how, kiwi_err *err)
 
 static bool entry_ready(int dir_fd, const char *key)
 {
-	char rel[KIWI_DIGEST_MAX + 16];
+	char rel[KIWI_DIGEST_MAX + 24];
 	snprintf(rel, sizeof(rel), "%s/image.json", key);
 	return faccessat(dir_fd, rel, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
@@ -112,8 +115,9 @@ int kiwi_image_ensure_unpacked(const char *ref, const char *cache_dir,
 	struct kiwi_image img;
 	if (kiwi_oci_open_ref(ref, o, &l, &img, err) < 0)
 		return -1;
-	char key[KIWI_DIGEST_MAX];
-	snprintf(key, sizeof(key), "%s", img.manifest.digest);
+	char key[KIWI_DIGEST_MAX + sizeof(CAPS_SUFFIX)];
+	snprintf(key, sizeof(key), "%s%s", img.manifest.digest,
+		 o->extract.keep_capabilities ? CAPS_SUFFIX : "");
 	*strchr(key, ':') = '-';
 	_cleanup_close_ int lock = lock_entry(dir_fd, key, LOCK_SH, err);
 	int rc = lock < 0 ? -1 : 0;
@@ -142,18 +146,24 @@ int kiwi_image_ensure_unpacked(const char *ref, const char *cache_dir,
 	return rc;
 }
 
-/* Entry names are "<alg>-<hex>"; scratch ones ".tmp-<alg>-<hex>-XXXXXX". */
+/* Entry names are "<alg>-<hex>[-caps]"; scratch ones ".tmp-<entry>-XXXXXX"
+ * (mkdtemp's suffix has no dash, so "-caps" cannot be mistaken). */
 static bool entry_key(const char *name, char *key, size_t len)
 {
+	static const char caps[] = CAPS_SUFFIX;
 	bool scratch = !strncmp(name, SCRATCH_PREFIX, strlen(SCRATCH_PREFIX));
 	const char *k = scratch ? name + strlen(SCRATCH_PREFIX) : name;
 	const char *dash = strchr(k, '-');
 	if (!dash || strchr(k, '.'))
 		return false;
-	size_t hexlen = strspn(dash + 1, "0123456789abcdef");
-	if (hexlen < 64 || (!scratch && dash[1 + hexlen]) || (size_t)(dash - k) + 1 + hexlen >= len)
+	size_t n = (size_t)(dash - k) + 1 + strspn(dash + 1, "0123456789abcdef");
+	if (n - (size_t)(dash - k) - 1 < 64)
 		return false;
-	snprintf(key, len, "%.*s", (int)((size_t)(dash - k) + 1 + hexlen), k);
+	if (!strncmp(k + n, caps, strlen(caps)) && (k[n + strlen(caps)] == '\0' || k[n + strlen(caps)] == '-'))
+		n += strlen(caps);
+	if ((!scratch && k[n]) || (scratch && k[n] != '-') || n >= len)
+		return false;
+	snprintf(key, len, "%.*s", (int)n, k);
 	return true;
 }
 
@@ -175,7 +185,7 @@ int kiwi_image_cache_gc(const char *cache_dir, int64_t older_than, struct kiwi_g
 	time_t now = time(NULL);
 	int rc = 0;
 	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
-		char key[KIWI_DIGEST_MAX];
+		char key[KIWI_DIGEST_MAX + sizeof(CAPS_SUFFIX)];
 		struct stat s;
 		if (!entry_key(de->d_name, key, sizeof(key)) ||
 		    fstatat(dir_fd, de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(s.st_mode))

@@ -99,7 +99,8 @@ char *kiwi_image_cache_default(void);
 
 /* For kiwi-run --image: makes sure ref is unpacked in cache_dir (NULL for
  * the default), keyed by manifest digest, doing the work once even when
- * several processes ask at the same time. Returns the read-only rootfs path
+ * several processes ask at the same time (an unpack with
+ * keep_capabilities is a separate entry). Returns the read-only rootfs path
  * in *rootfs_out (caller frees) and the image's run-time defaults in *cfg.
  * When pin_fd is not NULL it receives a descriptor holding a shared lock
  * that keeps `gc` away from the entry; close it when the sandbox is gone. */

@@ -79,3 +79,17 @@ def test_gc(run, tmp_path):
     assert json.loads(p.stdout)["removed"] == 1 and not (cache / key).exists()
     p = run("gc", "--cache-dir", str(cache), "--older-than", "soon")
     assert p.returncode == 125 and "--older-than" in p.stderr
+
+
+def test_capabilities_kept_apart(run, tmp_path):
+    img, digest = image(tmp_path, 3)
+    cache = tmp_path / "cache"
+    plain = run("unpack", "--cache-dir", str(cache), f"{img}:latest", check=0).stdout.strip()
+    caps = run("unpack", "--keep-capabilities", "--cache-dir", str(cache), f"{img}:latest",
+               check=0).stdout.strip()
+    assert plain != caps and caps.endswith("-caps/rootfs")
+    key = digest.replace(":", "-")
+    (cache / f".tmp-{key}-caps-Ab12Cd" / "rootfs").mkdir(parents=True)
+    p = run("gc", "--json", "--cache-dir", str(cache), check=0)
+    assert json.loads(p.stdout)["removed"] == 3
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
