@@ -241,3 +241,22 @@ def test_empty_layers(run, tmp_path):
     out = tmp_path / "out"
     run("unpack", f"{img}:latest", str(out), check=0)
     assert os.listdir(out) == ["a"]
+
+
+def test_file_capabilities_only_when_asked(run, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("setting security.capability needs root")
+    import struct
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    ping = tree / "ping"
+    ping.write_bytes(b"\x7fELF")
+    cap = struct.pack("<IIIII", 0x02000001, 1 << 13, 0, 0, 0)  # v2, effective, cap_net_raw
+    os.setxattr(ping, "security.capability", cap)
+    layout = tmp_path / "layout"
+    run("pack", str(tree), f"{layout}:v1", check=0)
+    p = run("unpack", f"{layout}:v1", str(tmp_path / "plain"), check=0)
+    assert "security.capability needs --keep-capabilities" in p.stderr
+    assert "security.capability" not in os.listxattr(tmp_path / "plain/ping")
+    run("unpack", "--keep-capabilities", f"{layout}:v1", str(tmp_path / "caps"), check=0)
+    assert os.getxattr(tmp_path / "caps/ping", "security.capability") == cap
