@@ -274,6 +274,28 @@ static long read_vmhwm_kib(pid_t pid)
 	return kib;
 }
 
+/* With STARTBENCH_SMAPS=DIR, the first rss-phase run of each tool leaves
+ * DIR/NAME.smaps: where its own peak RSS lives, mapping by mapping. */
+static void save_smaps(const struct tool *t, pid_t pid)
+{
+	const char *dir = getenv("STARTBENCH_SMAPS");
+	if (!dir || t->rss_n > 0)
+		return;
+	char src[64], dst[4096], buf[8192];
+	snprintf(src, sizeof src, "/proc/%d/smaps", (int)pid);
+	snprintf(dst, sizeof dst, "%s/%s.smaps", dir, t->name);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ssize_t n;
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+}
+
 /* One start under ptrace: only the tool's own process is traced (no fork
  * following), stopped once at its exit to read VmHWM while its mm lives. */
 static void rss_once(struct tool *t)
@@ -299,6 +321,7 @@ static void rss_once(struct tool *t)
 			sig = 0;
 		} else if (event == PTRACE_EVENT_EXIT) {
 			hwm = read_vmhwm_kib(pid);
+			save_smaps(t, pid);
 			sig = 0;
 		} else if (event == PTRACE_EVENT_EXEC) {
 			t->execs++;
