@@ -267,6 +267,8 @@ static int make_parents(kiwi_extract *x, const char *path, kiwi_err *err)
 				close(prev);
 				return kiwi_error(err, errno, "unpack", "cannot create directory `%s`", buf);
 			}
+			/* 0755 whatever the umask, as the image would have said. */
+			(void)fchmodat(prev, comp, 0755, AT_SYMLINK_NOFOLLOW);
 			fd = resolve(x->root_fd, buf, O_PATH | O_DIRECTORY);
 		}
 		close(prev);

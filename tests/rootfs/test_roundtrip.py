@@ -260,3 +260,15 @@ def test_file_capabilities_only_when_asked(run, tmp_path):
     assert "security.capability" not in os.listxattr(tmp_path / "plain/ping")
     run("unpack", "--keep-capabilities", f"{layout}:v1", str(tmp_path / "caps"), check=0)
     assert os.getxattr(tmp_path / "caps/ping", "security.capability") == cap
+
+
+def test_implicit_parents_ignore_umask(kiwi_rootfs, tmp_path):
+    img = tmp_path / "img"
+    write_layout(str(img), [(MT_TAR, tar_bytes([("file", "a/b/c", "x")]))])
+    out = tmp_path / "out"
+    p = subprocess.run(f"umask 077; exec {kiwi_rootfs} unpack {img}:latest {out}", shell=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    for d in ("", "a", "a/b"):
+        assert stat.S_IMODE(os.stat(out / d).st_mode) == 0o755, d
+    assert stat.S_IMODE(os.stat(out / "a/b/c").st_mode) == 0o644
