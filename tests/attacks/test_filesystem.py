@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ATTACK, attack, explain, parse_attack, succeeded
+from conftest import ATTACK, attack, explain, it, parse_attack, succeeded
 
 ZERO = "0000000000000000"
 
@@ -135,6 +135,27 @@ def test_privileged_binary_in_the_image_gains_nothing(kiwi, variant):
     steps = parse_attack(r)
     assert _caps(steps) == {k: ZERO for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}, steps
     assert steps["NoNewPrivs"]["note"] == "1", steps
+
+
+def test_privileged_binary_control_on_the_host(test_user, session_dir):
+    """The same setuid-root program run on the host by the unprivileged
+    test user does become root with every capability: the check above
+    would see a gain."""
+    if isinstance(test_user, str) or os.geteuid() != 0:
+        pytest.skip("needs root to make the binary and the test user to run it")
+    binary = session_dir / "kiwi-attack-suid-control"
+    with open(session_dir / "kiwi-attack", "rb") as src, open(binary, "wb") as dst:
+        dst.write(src.read())
+    os.chown(binary, 0, 0)
+    os.chmod(binary, 0o4755)
+    try:
+        r = subprocess.run([*it._setpriv(), str(binary), "whoami"], capture_output=True,
+                           text=True, timeout=10)
+    finally:
+        binary.unlink()
+    steps = parse_attack(r)
+    assert steps["Uid"]["note"].split()[1] == "0", steps  # effective uid
+    assert steps["CapEff"]["note"] != ZERO, steps
 
 
 def test_chmod_and_setxattr_inside_gain_nothing(kiwi):

@@ -9,7 +9,6 @@ import os
 import pty
 import select
 import shutil
-import signal
 import struct
 import subprocess
 import termios
@@ -18,7 +17,7 @@ import tty
 
 import pytest
 
-from conftest import ATTACK, attack, explain, it, parse_attack, succeeded
+from conftest import ATTACK, attack, explain, parse_attack, succeeded
 
 SECRET = "KIWI-LEAKED-SECRET"
 

@@ -66,7 +66,21 @@ def test_attack_fails(kiwi, name):
 
 @pytest.mark.parametrize("name", sorted(n for n, (c, _) in CONTROLS.items() if c))
 def test_control_without_seccomp_succeeds(kiwi, name):
-    """The same attack with the filter off: the kernel lets it through."""
+    """The same attack with the filter off: the kernel lets it through, so
+    on this kind of host the profile alone stops each of these:
+      unshare      unshare/clone/clone3(CLONE_NEWUSER): a nested user
+                   namespace, where the process holds every capability
+                   (over namespaces it owns; see the test below for what
+                   stays locked)
+      keyctl       a session keyring of its own and a key in it
+      userfaultfd  a userfaultfd (user-mode faults only), the classic aid
+                   for winning kernel races
+      io_uring     an io_uring instance, a large and often-exploited
+                   kernel surface
+      perf         perf_event_open on itself (kernel.perf_event_paranoid=2)
+      handle       name_to_handle_at; open_by_handle_at itself still needs
+                   CAP_DAC_READ_SEARCH in the host's user namespace
+      bpf          only where kernel.unprivileged_bpf_disabled=0"""
     steps = attack(kiwi, name, seccomp="unconfined")
     want, _ = CONTROLS[name]
     missing = [s for s in want if not steps.get(s, {}).get("ok")]
