@@ -69,9 +69,9 @@ static int become_stdio(int from, int to, kiwi_err *err)
 	return 0;
 }
 
-/* The command's process, between fork and exec: from here on everything it
- * does is what the command could do itself, so privileges go before its
- * working directory is entered and before its program is even looked up. */
+/* The command's process, between fork and exec, already without
+ * privileges: its working directory and program are looked up with only
+ * the rights the command itself will have. */
 _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 {
 	const struct kiwi_sandbox_config *cfg = args->cfg;
@@ -82,10 +82,11 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	signal(SIGPIPE, SIG_DFL);  /* kiwi-run ignores it; the command must not */
 	/* A session of its own: no controlling terminal to push input into. */
 	setsid();
+	/* No capability to drop here: pid 1 dropped them all before the fork,
+	 * and empty sets, locked securebits and no_new_privs are inherited. */
 	if (become_stdio(args->stdin_fd, 0, &err) < 0 || become_stdio(args->stdout_fd, 1, &err) < 0 ||
 	    become_stdio(args->stderr_fd, 2, &err) < 0 ||
-	    close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, &errfd, 1, &err) < 0 ||
-	    kiwi_caps_drop_all(&err) < 0)
+	    close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, &errfd, 1, &err) < 0)
 		goto fail;
 	if (chdir(cfg->cwd) < 0) {
 		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
@@ -273,6 +274,11 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	if (kiwi_net_loopback_up(&err) < 0 || kiwi_mount_rootfs(cfg, &err) < 0)
 		goto fail;
 
+	/* The whole sandbox is without capabilities from the command's first
+	 * instruction on: pid 1 drops them before it forks the command. */
+	if (kiwi_caps_drop_all(&err) < 0)
+		goto fail;
+
 	/* #2: start the command and tell the parent how that went. */
 	pid_t cmd = start_command(args, &err);
 	if (cmd < 0)
@@ -287,9 +293,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* The configuration's strings live in the arguments' memory: only
 	 * now, with the command started, can they go. */
 	hide_command_line();
-	/* Pid 1 keeps no capability the command could borrow, and from now on
-	 * no fd but stdio and its end of the sync socket. */
-	if (kiwi_caps_drop_all(&err) < 0 || close_fds_except(NULL, 0, &sock, 1, &err) < 0) {
+	/* From now on pid 1 holds no fd but stdio and the sync socket. */
+	if (close_fds_except(NULL, 0, &sock, 1, &err) < 0) {
 		kill(cmd, SIGKILL);
 		goto fail;
 	}

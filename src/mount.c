@@ -230,14 +230,17 @@ static int make_readonly(int mntfd, const char *name, kiwi_err *err)
 }
 
 /* Hides name below mntfd: an empty read-only tmpfs over a directory, the
- * null device over a file. */
-static int mask(int mntfd, const char *name, int empty_dir, kiwi_err *err)
+ * null device over a file. Each directory gets a tmpfs of its own: before
+ * Linux 6.5 a detached mount cannot be cloned, so one cannot be shared. */
+static int mask(int mntfd, const char *name, kiwi_err *err)
 {
+	static const char *const empty_opts[] = { "size", "0", "mode", "0555", NULL };
 	struct stat st;
 	if (fstatat(mntfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : kiwi_error(err, errno, "mount", "cannot stat `%s`", name);
 	_cleanup_close_ int tree = S_ISDIR(st.st_mode)
-		? open_tree(empty_dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+		? new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+			 MOUNT_ATTR_NOEXEC, err)
 		: open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return kiwi_error(err, errno, "mount", "cannot make a mask for `%s`", name);
@@ -255,18 +258,13 @@ static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 		"kcore", "keys", "timer_list", "sched_debug", "latency_stats", "timer_stats",
 		"acpi", "scsi", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "config.gz",
 	};
-	static const char *const empty_opts[] = { "size", "0", "mode", "0555", NULL };
-	_cleanup_close_ int empty = new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-					   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
-	if (empty < 0)
-		return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_readonly); i++)
 		if (make_readonly(proc, proc_readonly[i], err) < 0)
 			return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_masked); i++)
-		if (mask(proc, proc_masked[i], empty, err) < 0)
+		if (mask(proc, proc_masked[i], err) < 0)
 			return -1;
-	return sys >= 0 ? mask(sys, "firmware", empty, err) : 0;
+	return sys >= 0 ? mask(sys, "firmware", err) : 0;
 }
 
 /* A fresh procfs and a read-only sysfs. Both must be mounted while the

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <sys/pidfd.h>
@@ -55,6 +56,7 @@ struct follow {
 	kiwi_err *err;
 	int sock, pidfd, sigfd, timerfd;
 	struct kiwi_output out, errout;
+	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed;
 };
@@ -159,6 +161,8 @@ static void on_init_gone(struct follow *f)
 	if (waitid(P_PIDFD, (id_t)f->pidfd, &info, WEXITED) < 0)
 		return;
 	f->init_gone = true;
+	if (!f->exited && f->res->started)
+		f->res->wall_ns = (uint64_t)(kiwi_clock_ns(CLOCK_MONOTONIC) - f->exec_mono);
 	/* Pid 1 killed from outside (an OOM kill of the whole cgroup, a
 	 * kill -9 by an operator): the namespace went with it. */
 	if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
@@ -207,6 +211,16 @@ static int follow(struct follow *f)
 static void finish(struct follow *f)
 {
 	struct kiwi_sandbox_result *res = f->res;
+	if (f->cg) {
+		kiwi_err e = { 0 };
+		res->has_cgroup = true;
+		snprintf(res->cgroup_name, sizeof(res->cgroup_name), "%s", kiwi_cgroup_name(f->cg));
+		if (kiwi_cgroup_read_stats(f->cg, &res->cg, &e) == 0 && res->cg.cpu_usage_us) {
+			/* cpu.stat saw every process, reaped or killed. */
+			res->cpu_user_us = res->cg.cpu_user_us;
+			res->cpu_sys_us = res->cg.cpu_system_us;
+		}
+	}
 	res->stdout_bytes = f->out.bytes;
 	res->stderr_bytes = f->errout.bytes;
 	res->stdout_truncated = f->out.truncated;
@@ -239,7 +253,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		.cfg = cfg, .sock = sp[1], .stdin_fd = devnull,
 		.stdout_fd = f->out.write_fd, .stderr_fd = f->errout.write_fd,
 	};
-	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, -1, &f->pidfd, f->err);
+	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, f->cg ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
 		kiwi_init_main(&args);
@@ -275,8 +289,12 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	if (check_config(cfg, err) < 0)
 		return -1;
 
+	_cleanup_cgroup_ struct kiwi_cgroup *cg = NULL;
+	if (kiwi_cgroup_limits_any(&cfg->limits) &&
+	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)
+		return -1;
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
-			    .sigfd = -1, .timerfd = -1 };
+			    .sigfd = -1, .timerfd = -1, .cg = cg };
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
 	    kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {

@@ -62,9 +62,25 @@ static const char *killed_by(const struct kiwi_sandbox_result *r)
 		return "timeout";
 	if (r->output_limit_hit)
 		return "output_limit";
+	if (r->has_cgroup && r->cg.oom_killed)
+		return "oom";
 	if (r->killed_whole)
 		return "external";
 	return NULL;
+}
+
+/* Facts only a cgroup can tell are null without one, never a guess. */
+static void write_cgroup(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
+{
+	bool cg = r->has_cgroup;
+	kiwi_jw_key(w, "oom_killed");
+	cg ? kiwi_jw_bool(w, r->cg.oom_killed) : kiwi_jw_null(w);
+	kiwi_jw_key(w, "peak_memory_kib");
+	cg && r->cg.peak_known ? kiwi_jw_int(w, (long long)r->cg.peak_memory_kib) : kiwi_jw_null(w);
+	kiwi_jw_key(w, "pids_limit_hit");
+	cg ? kiwi_jw_bool(w, r->cg.pids_limit_hit) : kiwi_jw_null(w);
+	kiwi_jw_key(w, "cgroup");
+	kiwi_jw_string(w, cg ? r->cgroup_name : NULL);
 }
 
 static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
@@ -78,6 +94,7 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	write_bool_key(w, "stderr_truncated", r->stderr_truncated);
 	write_bool_key(w, "output_limit_hit", r->output_limit_hit);
 	write_bool_key(w, "disk_full", r->disk_full);
+	write_cgroup(w, r);
 }
 
 int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)

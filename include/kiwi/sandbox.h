@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "kiwi/cgroup.h"
 #include "kiwi/err.h"
 
 struct kiwi_seccomp;
@@ -44,6 +45,11 @@ struct kiwi_sandbox_config {
 	uint64_t timeout_ns;      /* wall clock from exec; 0: none */
 	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
 	uint64_t disk_bytes;      /* size of the writable tmpfs mounts; 0: the kernel's default */
+
+	/* Any limit set: the sandbox gets a cgroup of its own under
+	 * cgroup_parent (NULL: the default) and starts inside it. */
+	struct kiwi_cgroup_limits limits;
+	const char *cgroup_parent;
 };
 
 struct kiwi_sandbox_result {
@@ -60,6 +66,9 @@ struct kiwi_sandbox_result {
 	uint64_t stdout_bytes, stderr_bytes;
 	bool stdout_truncated, stderr_truncated;
 	bool disk_full;           /* /tmp or /dev/shm had no space left at the end */
+	bool has_cgroup;          /* then cgroup_name and cg are set */
+	char cgroup_name[256];
+	struct kiwi_cgroup_stats cg;
 };
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its

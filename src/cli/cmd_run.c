@@ -36,6 +36,13 @@ enum {
 	OPT_STDOUT,
 	OPT_STDERR,
 	OPT_DISK,
+	OPT_MEMORY,
+	OPT_MEMORY_SWAP,
+	OPT_PIDS,
+	OPT_CPUS,
+	OPT_IO_WEIGHT,
+	OPT_IO_MAX,
+	OPT_CGROUP_PARENT,
 	OPT_HELP,
 };
 
@@ -57,6 +64,13 @@ static const struct option run_options[] = {
 	{ "stdout", required_argument, NULL, OPT_STDOUT },
 	{ "stderr", required_argument, NULL, OPT_STDERR },
 	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "memory-swap", required_argument, NULL, OPT_MEMORY_SWAP },
+	{ "pids", required_argument, NULL, OPT_PIDS },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "io-weight", required_argument, NULL, OPT_IO_WEIGHT },
+	{ "io-max", required_argument, NULL, OPT_IO_MAX },
+	{ "cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -94,8 +108,47 @@ static void run_usage(void)
 	       "  --output-limit-kill   kill the sandbox when a stream passes the limit\n"
 	       "  --stdout FILE         the command's stdout goes to FILE (default: ours)\n"
 	       "  --stderr FILE         the command's stderr goes to FILE (default: ours)\n"
-	       "  --disk SIZE           size of the writable tmpfs mounts (/tmp, /dev/shm)\n\n"
+	       "  --disk SIZE           size of the writable tmpfs mounts (/tmp, /dev/shm)\n"
+	       "  --memory SIZE         memory.max of the sandbox's cgroup (swap 0 unless asked)\n"
+	       "  --memory-swap SIZE    memory.swap.max\n"
+	       "  --pids N              pids.max\n"
+	       "  --cpus N              cpu.max as a number of CPUs (1.5)\n"
+	       "  --io-weight N         io.weight (1-10000)\n"
+	       "  --io-max LINE         io.max (\"MAJ:MIN rbps=N wbps=N ...\")\n"
+	       "  --cgroup-parent PATH  where the sandbox's cgroup is made (cgroup v2 only)\n\n"
 	       "See kiwi-run(1).\n");
+}
+
+/* The cgroup limits; the module's parsers name the value, we add the flag. */
+static int parse_limit(struct kiwi_cgroup_limits *l, int opt, const char *value, kiwi_err *err)
+{
+	char *end;
+	int r = 0;
+	switch (opt) {
+	case OPT_MEMORY:
+		return kiwi_parse_size(value, "--memory", &l->memory_max, err);
+	case OPT_MEMORY_SWAP:
+		return kiwi_parse_size(value, "--memory-swap", &l->memory_swap_max, err);
+	case OPT_PIDS:
+		r = kiwi_parse_pids(value, &l->pids_max, err);
+		return r < 0 ? kiwi_error_wrap(err, "--pids") : 0;
+	case OPT_CPUS:
+		r = kiwi_parse_cpus(value, &l->cpu_quota_us, &l->cpu_period_us, err);
+		return r < 0 ? kiwi_error_wrap(err, "--cpus") : 0;
+	case OPT_IO_WEIGHT:
+		errno = 0;
+		long w = strtol(value, &end, 10);
+		if (errno || end == value || *end || w < 1 || w > 10000)
+			return kiwi_error(err, EINVAL, "args", "--io-weight wants 1 to 10000, got `%s`", value);
+		l->io_weight = (int)w;
+		return 0;
+	case OPT_IO_MAX:
+		l->io_max = value;
+		r = kiwi_cgroup_check_io_max(value, err);
+		return r < 0 ? kiwi_error_wrap(err, "--io-max") : 0;
+	default:
+		return kiwi_error(err, EINVAL, "args", "unexpected option");
+	}
 }
 
 static int parse_bound(struct run_args *a, int opt, const char *value)
@@ -119,7 +172,7 @@ static int parse_bound(struct run_args *a, int opt, const char *value)
 		a->cfg.disk_bytes = (uint64_t)size;
 		return 0;
 	default:
-		return kiwi_error(&a->err, EINVAL, "args", "unexpected option");
+		return parse_limit(&a->cfg.limits, opt, value, &a->err);
 	}
 }
 
@@ -170,6 +223,7 @@ static int add_env(struct run_args *a, char *kv)
 
 static int parse_run_args(int argc, char **argv, struct run_args *a)
 {
+	a->cfg.limits = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
 	a->cfg.hostname = "kiwi";
 	a->cfg.cwd = "/";
 	a->cfg.output_limit = 1 << 20;
@@ -195,10 +249,17 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		case OPT_OUTPUT_LIMIT_KILL: a->cfg.output_limit_kill = true; break;
 		case OPT_STDOUT: a->stdout_path = optarg; break;
 		case OPT_STDERR: a->stderr_path = optarg; break;
+		case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
 		case OPT_TIMEOUT:
 		case OPT_KILL_GRACE:
 		case OPT_OUTPUT_LIMIT:
 		case OPT_DISK:
+		case OPT_MEMORY:
+		case OPT_MEMORY_SWAP:
+		case OPT_PIDS:
+		case OPT_CPUS:
+		case OPT_IO_WEIGHT:
+		case OPT_IO_MAX:
 			if (parse_bound(a, c, optarg) < 0) {
 				kiwi_cli_print_error(&a->err);
 				return -1;

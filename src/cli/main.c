@@ -16,6 +16,7 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "run", kiwi_cmd_run, "run a command in a fresh sandbox" },
+	{ "gc", kiwi_cmd_gc, "remove what dead kiwi-runs left behind" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)
