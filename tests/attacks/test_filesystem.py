@@ -223,6 +223,26 @@ def test_symlinked_system_directory_in_the_image(kiwi, canary, path):
         assert "symlink" in r.stderr, explain(r)
 
 
+@pytest.mark.parametrize("path", ["proc", "dev", "tmp", "sys"])
+@pytest.mark.parametrize("kind", ["fifo", "file"])
+def test_system_directory_of_the_wrong_type(kiwi, path, kind):
+    """A FIFO or a regular file where kiwi-run mounts a directory: refused
+    (125) rather than blocking on the FIFO or mounting over the file."""
+    copy = kiwi.rootfs_copy()
+    target = copy / path
+    for child in target.iterdir():
+        child.unlink()
+    target.rmdir()
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.write_text("not a directory\n")
+    kiwi.chown(copy)
+    r = kiwi.run(["/bin/true"], rootfs=copy, timeout=10)
+    assert r.returncode == 125, explain(r)
+    assert r.stderr.count("\n") == 1, explain(r)
+
+
 # -- the symlink-swap race on a bind destination
 
 

@@ -133,6 +133,21 @@ def test_leaked_fds_control_preserve_fd(kiwi, leaked_fds):
     assert SECRET in steps["own-fd-51-content"]["note"], steps
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "hole: a directory fd passed with --preserve-fd reaches the whole host filesystem through "
+    "`..` (the detached old root stays reachable from it): in root mode that includes "
+    "/etc/shadow. Proposed fix: refuse directory and O_PATH fds in --preserve-fd (fstat, "
+    "fcntl F_GETFL) with 125, or reopen them through a path resolved with RESOLVE_BENEATH "
+    "and say so in kiwi-run(1)"))
+def test_preserved_directory_fd_stays_below_itself(kiwi, leaked_fds, canary):
+    """A caller passing a directory on purpose means that directory, not
+    the host's tree above it."""
+    r = kiwi.run(["/bin/cat", f"/proc/self/fd/51/../{canary.name}/canary"],
+                 opts=["--preserve-fd", "51"], pass_fds=leaked_fds)
+    assert "KIWI-HOST-CANARY" not in r.stdout, explain(r)
+    assert r.returncode in (1, 125), explain(r)
+
+
 @pytest.mark.parametrize("cwd", ["/proc/self/fd/51", "/proc/1/fd/51", "/proc/self/fd/51/..",
                                  "/proc/thread-self/fd/51"])
 def test_cwd_through_a_leaked_fd(kiwi, leaked_fds, cwd):
