@@ -409,6 +409,7 @@ static int cmd_proc_write(void)
 	static const char *const paths[] = {
 		"/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe",
 		"/proc/sys/vm/drop_caches", "/sys/kernel/uevent_helper", "/proc/sys/kernel/hostname",
+		"/sys/power/state", "/sys/kernel/mm/transparent_hugepage/enabled",
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		report_fd(paths[i], open(paths[i], O_WRONLY | O_CLOEXEC), NULL);
@@ -420,7 +421,10 @@ static int cmd_proc_read(void)
 {
 	static const char *const paths[] = {
 		"/proc/kcore", "/proc/kmsg", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-		"/proc/kpageflags", "/sys/firmware",
+		"/proc/kpageflags", "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/asound",
+		/* root-only (0400): kernel heap and memory layout, the raw
+		 * material of kernel exploits */
+		"/proc/slabinfo", "/proc/vmallocinfo", "/proc/pagetypeinfo",
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		int fd = open(paths[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC);

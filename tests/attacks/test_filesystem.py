@@ -66,7 +66,13 @@ def test_proc_and_sys_cannot_be_written(kiwi, seccomp):
         assert rec["errno"] in (errno.EROFS, errno.EACCES, errno.ENOENT), (step, rec)
 
 
-def test_proc_masks_give_nothing(kiwi):
+def test_proc_masks_give_nothing(kiwi, request):
+    if kiwi.mode == "root":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "hole (information): a root caller's sandbox is the owner of root's 0400 procfs "
+            "files, so /proc/slabinfo, /proc/vmallocinfo and /proc/pagetypeinfo (kernel heap "
+            "and vmalloc layout, what kernel exploits are tuned with) are readable. Proposed "
+            "fix: add slabinfo, vmallocinfo and pagetypeinfo to proc_masked in src/mount.c")))
     steps = attack(kiwi, "proc-read")
     assert succeeded(steps) == [], steps
     # /proc/keys is masked, although the host has it
