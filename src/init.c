@@ -2,6 +2,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/caps.h"
+#include "kiwi/landlock.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
 #include "kiwi/net.h"
@@ -91,6 +92,13 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	if (chdir(cfg->cwd) < 0) {
 		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
 		goto fail;
+	}
+	if (cfg->landlock) {
+		struct kiwi_landlock_rules rules = {
+			.root_writable = cfg->rw_root, .binds = cfg->binds, .n_binds = cfg->n_binds,
+		};
+		if (kiwi_landlock_restrict(&rules, &err) < 0)
+			goto fail;
 	}
 	/* Last: from here on the filter judges every call, execve included. */
 	if (cfg->seccomp && kiwi_seccomp_load(cfg->seccomp, &err) < 0)

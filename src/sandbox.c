@@ -4,6 +4,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/landlock.h"
 #include "kiwi/output.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/spawn.h"
@@ -289,6 +290,8 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	if (check_config(cfg, err) < 0)
 		return -1;
 
+	/* The command's process applies the rules; the ABI is the kernel's. */
+	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
 	_cleanup_cgroup_ struct kiwi_cgroup *cg = NULL;
 	if (kiwi_cgroup_limits_any(&cfg->limits) &&
 	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)

@@ -95,6 +95,8 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	write_bool_key(w, "output_limit_hit", r->output_limit_hit);
 	write_bool_key(w, "disk_full", r->disk_full);
 	write_cgroup(w, r);
+	kiwi_jw_key(w, "landlock_abi");
+	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);
 }
 
 int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)

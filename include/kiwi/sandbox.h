@@ -50,6 +50,8 @@ struct kiwi_sandbox_config {
 	 * cgroup_parent (NULL: the default) and starts inside it. */
 	struct kiwi_cgroup_limits limits;
 	const char *cgroup_parent;
+
+	bool landlock;            /* a Landlock ruleset under the mounts, where the kernel has it */
 };
 
 struct kiwi_sandbox_result {
@@ -66,6 +68,7 @@ struct kiwi_sandbox_result {
 	uint64_t stdout_bytes, stderr_bytes;
 	bool stdout_truncated, stderr_truncated;
 	bool disk_full;           /* /tmp or /dev/shm had no space left at the end */
+	int landlock_abi;         /* enforced Landlock ABI; 0: none (not asked, or no kernel support) */
 	bool has_cgroup;          /* then cgroup_name and cg are set */
 	char cgroup_name[256];
 	struct kiwi_cgroup_stats cg;

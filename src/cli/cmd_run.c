@@ -43,6 +43,7 @@ enum {
 	OPT_IO_WEIGHT,
 	OPT_IO_MAX,
 	OPT_CGROUP_PARENT,
+	OPT_LANDLOCK,
 	OPT_HELP,
 };
 
@@ -71,6 +72,7 @@ static const struct option run_options[] = {
 	{ "io-weight", required_argument, NULL, OPT_IO_WEIGHT },
 	{ "io-max", required_argument, NULL, OPT_IO_MAX },
 	{ "cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT },
+	{ "landlock", no_argument, NULL, OPT_LANDLOCK },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -100,6 +102,7 @@ static void run_usage(void)
 	       "  --preserve-fd N       pass fd N through (repeatable)\n"
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
 	       "  --verdict-fd N        write the JSON verdict to fd N\n"
+	       "  --landlock            add a Landlock ruleset under the mounts (see kiwi-run(1))\n"
 	       "  --seccomp FILE        an OCI seccomp profile instead of the default;\n"
 	       "                        `unconfined` disables seccomp (debugging only)\n"
 	       "  --timeout DURATION    kill the whole sandbox this long after exec (30s, 500ms)\n"
@@ -250,6 +253,7 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		case OPT_STDOUT: a->stdout_path = optarg; break;
 		case OPT_STDERR: a->stderr_path = optarg; break;
 		case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
+		case OPT_LANDLOCK: a->cfg.landlock = true; break;
 		case OPT_TIMEOUT:
 		case OPT_KILL_GRACE:
 		case OPT_OUTPUT_LIMIT:
