@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the README's two commands from a clean clone inside a freshly
+# debootstrapped Debian 12 minbase root, to prove the project installs
+# everything it needs. The root is entered with pivot_root in new mount,
+# pid, uts and ipc namespaces (not chroot: the kernel refuses user
+# namespaces inside a chroot); the network namespace is the host's, for
+# apt-get. Needs root, debootstrap and Debian's archive. Not part of CI.
+#   .ci/fresh-debian.sh [ROOT_DIR] [COMMIT]   (default: /var/tmp/kiwi-fresh/root, HEAD)
+set -euo pipefail
+root=${1:-/var/tmp/kiwi-fresh/root}
+commit=${2:-HEAD}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x "$root/usr/bin/apt-get" ]; then
+	mkdir -p "$root"
+	debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
+fi
+rm -rf "$root/src/kiwi-run"
+mkdir -p "$root/src"
+git clone -q --no-local "$repo" "$root/src/kiwi-run"
+git -C "$root/src/kiwi-run" checkout -q "$commit"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+
+# shellcheck disable=SC2016
+exec unshare --mount --pid --uts --ipc --fork --kill-child -- bash -c '
+	set -euo pipefail
+	root=$1
+	mount --make-rprivate /
+	mount --bind "$root" "$root"
+	mount -t proc proc "$root/proc"
+	mount -t sysfs sysfs "$root/sys"
+	mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup" 2>/dev/null || true
+	mount --rbind /dev "$root/dev"
+	mount -t tmpfs tmpfs "$root/tmp"
+	mount -t tmpfs tmpfs "$root/run"
+	cd "$root"
+	mkdir -p .old-root
+	pivot_root . .old-root
+	umount -l /.old-root
+	rmdir /.old-root
+	cd /src/kiwi-run
+	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+	echo "=== README command 1"
+	bash .ci/quickstart.sh
+	echo "=== README command 2"
+	bash tests/run.sh
+' fresh "$root"
