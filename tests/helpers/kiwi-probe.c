@@ -536,7 +536,8 @@ static int cmd_wait_signal(int argc, char **argv)
 	return 0;
 }
 
-/* Rewrites FILE with a growing counter every 20 ms, forever. */
+/* Rewrites FILE with a growing counter every 20 ms, forever; after the
+ * first beat, sends its pid through ready_fd. */
 static void heartbeat_forever(const char *file, int ready_fd)
 {
 	for (unsigned long beat = 1;; beat++) {
@@ -550,7 +551,8 @@ static void heartbeat_forever(const char *file, int ready_fd)
 			close(fd);
 		}
 		if (ready_fd >= 0) {
-			if (write(ready_fd, "b", 1) < 0) {
+			pid_t self = getpid();
+			if (write(ready_fd, &self, sizeof self) < 0) {
 				/* the parent gone early shows up as no heartbeat */
 			}
 			close(ready_fd);
@@ -593,18 +595,11 @@ static int cmd_daemonize(int argc, char **argv)
 	}
 	close(p[1]);
 	waitpid(child, NULL, 0);
-	char b;
-	if (read(p[0], &b, 1) != 1) {
+	/* the first beat is written when the daemon's pid comes through */
+	pid_t pid;
+	if (read(p[0], &pid, sizeof pid) != (ssize_t)sizeof pid) {
 		fprintf(stderr, "kiwi-probe: the daemon never beat\n");
 		return PROBE_FAIL;
-	}
-	/* the daemon's pid, as written in its first beat */
-	FILE *f = fopen(argv[0], "re");
-	int pid = -1;
-	if (f) {
-		if (fscanf(f, "%d", &pid) != 1)
-			pid = -1;
-		fclose(f);
 	}
 	/* the pid namespace, by inode, so the host can look for survivors */
 	char ns[64] = "";
