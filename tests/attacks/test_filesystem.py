@@ -229,6 +229,22 @@ def test_symlinked_system_directory_in_the_image(kiwi, canary, path):
         assert "symlink" in r.stderr, explain(r)
 
 
+@pytest.mark.parametrize("dest", ["/etc/app", "/etc/app/deeper", "/etc"])
+def test_bind_below_a_symlinked_etc(kiwi, canary, dest):
+    """The image's /etc points at a host directory and a bind goes below
+    it: kiwi-run must neither mount there nor create the destination in
+    the host directory (host_unchanged compares it)."""
+    copy = kiwi.rootfs_copy()
+    for child in (copy / "etc").iterdir():
+        child.unlink()
+    (copy / "etc").rmdir()
+    os.symlink(canary, copy / "etc")
+    kiwi.chown(copy)
+    work = kiwi.workdir()
+    r = kiwi.run(["/bin/true"], opts=["--bind", f"{work}:{dest}"], rootfs=copy)
+    assert r.returncode == 125 and "symlink" in r.stderr, explain(r)
+
+
 @pytest.mark.parametrize("path", ["proc", "dev", "tmp", "sys"])
 @pytest.mark.parametrize("kind", ["fifo", "file"])
 def test_system_directory_of_the_wrong_type(kiwi, path, kind):
