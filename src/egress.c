@@ -89,7 +89,7 @@ static int add_pin(struct kiwi_egress *e, uint32_t addr, uint16_t port, kiwi_err
 		if (e->pin_addrs[i] == addr && e->pin_ports[i] == port)
 			return 0;
 	if (e->n_pins == EGRESS_MAX_PINS)
-		return kiwi_error(err, E2BIG, "egress", "--allow-host: more than %d address and port pairs",
+		return kiwi_error(err, 0, "egress", "--allow-host: more than %d address and port pairs",
 				  EGRESS_MAX_PINS);
 	e->pin_addrs[e->n_pins] = addr;
 	e->pin_ports[e->n_pins++] = port;
@@ -101,7 +101,7 @@ static int lookup(const char *name, uint32_t *addrs, size_t *n, kiwi_err *err)
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int r = getaddrinfo(name, NULL, &hints, &res);
 	if (r)
-		return kiwi_error(err, r == EAI_SYSTEM ? errno : ENOENT, "egress",
+		return kiwi_error(err, r == EAI_SYSTEM ? errno : 0, "egress",
 				  "--allow-host `%s`: cannot resolve it: %s", name, gai_strerror(r));
 	*n = 0;
 	for (struct addrinfo *ai = res; ai && *n < KIWI_EGRESS_MAX_ADDRS; ai = ai->ai_next) {
@@ -130,7 +130,7 @@ static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h,
 		if (forbidden_answer(e, addrs[i]) && !bad++)
 			bad_at = i;
 	if (bad)
-		return kiwi_error(err, EACCES, "egress",
+		return kiwi_error(err, 0, "egress",
 				  "--allow-host `%s`: %s %s, which the policy forbids: refused", h->name,
 				  bad < n ? "its answers mix allowed addresses with" : "it resolves to",
 				  ip4_str(addrs[bad_at], s));
@@ -288,7 +288,7 @@ static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
 	char s[INET_ADDRSTRLEN];
 	for (size_t i = 0; i < e->n_host_addrs; i++)
 		if (e->cfg.dns == e->host_addrs[i])
-			return kiwi_error(err, EINVAL, "egress", "--dns `%s` is this host's own address, which the "
+			return kiwi_error(err, 0, "egress", "--dns `%s` is this host's own address, which the "
 						     "sandbox can never reach", ip4_str(e->cfg.dns, s));
 	return 0;
 }

@@ -96,7 +96,8 @@ static int parse_ip4(const char *s, uint32_t *out)
 
 static int bad(kiwi_err *err, const char *flag, const char *value, const char *why)
 {
-	return kiwi_error(err, EINVAL, "egress", "--%s `%s`: %s", flag, value, why);
+	/* bad input, not a system error: no errno, so no strerror after it */
+	return kiwi_error(err, 0, "egress", "--%s `%s`: %s", flag, value, why);
 }
 
 static int parse_cidr(const char *flag, const char *value, struct kiwi_cidr4 *out, kiwi_err *err)
@@ -221,7 +222,7 @@ static int add_item(struct kiwi_egress_config *c, const char *key, const char *i
 	return 0;
 }
 
-static int add_list(struct kiwi_egress_config *c, const char *key, const char *value, kiwi_err *err)
+static int add_items(struct kiwi_egress_config *c, const char *key, const char *value, kiwi_err *err)
 {
 	char item[KIWI_EGRESS_NAME_MAX + 8];
 	const char *p = value;
@@ -237,6 +238,18 @@ static int add_list(struct kiwi_egress_config *c, const char *key, const char *v
 			return 0;
 		p += len + 1;
 	}
+}
+
+/* A comma list is taken whole or not at all. */
+static int add_list(struct kiwi_egress_config *c, const char *key, const char *value, kiwi_err *err)
+{
+	size_t cidrs = c->n_allow_cidrs, hosts = c->n_allow_hosts, ports = c->n_allow_ports;
+	if (add_items(c, key, value, err) == 0)
+		return 0;
+	c->n_allow_cidrs = cidrs;
+	c->n_allow_hosts = hosts;
+	c->n_allow_ports = ports;
+	return -1;
 }
 
 int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const char *value,
@@ -274,19 +287,19 @@ int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const 
 		c->pool = pool;
 		return 0;
 	}
-	return kiwi_error(err, EINVAL, "egress", "unknown egress setting `%s`", key);
+	return kiwi_error(err, 0, "egress", "unknown egress setting `%s`", key);
 }
 
 int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err)
 {
 	if (c->kind == KIWI_EGRESS_PRIVATE_NETWORK && !c->n_allow_cidrs)
-		return kiwi_error(err, EINVAL, "egress",
+		return kiwi_error(err, 0, "egress",
 				  "--egress private_network needs at least one --allow-cidr");
 	if (c->kind == KIWI_EGRESS_HOST_ALLOWLIST && !c->n_allow_hosts)
-		return kiwi_error(err, EINVAL, "egress",
+		return kiwi_error(err, 0, "egress",
 				  "--egress host_allowlist needs at least one --allow-host");
 	if (c->kind != KIWI_EGRESS_HOST_ALLOWLIST && c->n_allow_hosts)
-		return kiwi_error(err, EINVAL, "egress",
+		return kiwi_error(err, 0, "egress",
 				  "--allow-host `%s` needs --egress host_allowlist", c->allow_hosts[0].name);
 	return 0;
 }

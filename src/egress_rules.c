@@ -3,13 +3,18 @@
  * terms (sets: never, special, allow, ports, pins):
  *
  *   chain forward { type filter hook forward priority 0; policy accept;
- *     oif V ct state established,related accept
- *     oif V counter drop                       # nothing new into a sandbox
  *     iif != V accept                          # not ours
  *     ct state established,related accept
  *     goto policy }
+ *   chain inbound { type filter hook forward priority 10; policy accept;
+ *     oif V ct state established,related accept
+ *     oif V counter drop }                     # nothing new into a sandbox
+ *   (every sandbox's egress chain runs before any sandbox's inbound
+ *   chain, so a sandbox knocking at another is rejected, fast and
+ *   audited, by its own table rather than dropped by the other's)
  *   chain input { type filter hook input priority 0; policy accept;
  *     iif != V accept
+ *     ct state established,related accept      # answers to the host's own calls
  *     goto deny }                              # the host itself, any address
  *   chain policy {
  *     meta nfproto != ipv4 goto deny           # no IPv6 egress at all
@@ -76,17 +81,19 @@ static void load_dport(struct nftnl_rule *r, uint32_t reg)
 static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 {
 	int v = e->host_ifindex;
-	kiwi_nft_add_chain(n, "forward", "filter", NF_INET_FORWARD, 0);
-	RULE(n, "forward", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); match_ct_est_rel(r);
+	kiwi_nft_add_chain(n, "inbound", "filter", NF_INET_FORWARD, 10);
+	RULE(n, "inbound", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); match_ct_est_rel(r);
 			     kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
-	RULE(n, "forward", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); kiwi_nft_counter(r);
+	RULE(n, "inbound", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); kiwi_nft_counter(r);
 			     kiwi_nft_verdict(r, NF_DROP, NULL); });
+	kiwi_nft_add_chain(n, "forward", "filter", NF_INET_FORWARD, 0);
 	RULE(n, "forward", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "forward", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "forward", { kiwi_nft_verdict(r, NFT_GOTO, "policy"); });
 
 	kiwi_nft_add_chain(n, "input", "filter", NF_INET_LOCAL_IN, 0);
 	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "input", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "input", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 
 	kiwi_nft_add_chain(n, "postrouting", "nat", NF_INET_POST_ROUTING, 100);

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The egress policy's pure parts: flag parsing, address classes, range
+ * merging. The kernel side is tested in tests/net. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kiwi/egress.h"
+#include "kiwi/nft.h"
+
+static uint32_t ip(const char *s)
+{
+	struct in_addr a;
+	cr_assert_eq(inet_pton(AF_INET, s, &a), 1, "%s", s);
+	return ntohl(a.s_addr);
+}
+
+static struct kiwi_egress_config cfg(void)
+{
+	struct kiwi_egress_config c;
+	kiwi_egress_config_init(&c);
+	return c;
+}
+
+Test(egress, defaults)
+{
+	struct kiwi_egress_config c = cfg();
+	cr_assert_eq(c.kind, KIWI_EGRESS_PUBLIC_INTERNET);
+	cr_assert_eq(c.pool.addr, ip("10.200.0.0"));
+	cr_assert_eq(c.pool.prefix, 16);
+	cr_assert_eq(c.n_allow_ports, 0);
+	cr_assert_eq(c.dns, 0);
+	cr_assert_eq(kiwi_egress_config_check(&c, NULL), 0);
+}
+
+Test(egress, good_values)
+{
+	struct kiwi_egress_config c = cfg();
+	kiwi_err e = { 0 };
+	cr_assert_eq(kiwi_egress_config_add(&c, "egress", "host_allowlist", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", "10.0.0.0/8,192.0.2.7", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-host", "registry.example:443", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-host", "mirror_1.internal,192.0.2.8", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-port", "80,443,80", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "dns", "192.0.2.53", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "egress-pool", "172.30.0.0/20", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_add(&c, "egress-audit", "/tmp/a.jsonl", &e), 0, "%s", e.msg);
+	cr_assert_eq(c.kind, KIWI_EGRESS_HOST_ALLOWLIST);
+	cr_assert_eq(c.n_allow_cidrs, 2);
+	cr_assert_eq(c.allow_cidrs[1].addr, ip("192.0.2.7"));
+	cr_assert_eq(c.allow_cidrs[1].prefix, 32);
+	cr_assert_eq(c.n_allow_hosts, 3);
+	cr_assert_str_eq(c.allow_hosts[0].name, "registry.example");
+	cr_assert_eq(c.allow_hosts[0].port, 443);
+	cr_assert_eq(c.allow_hosts[2].port, 0);
+	cr_assert_eq(c.n_allow_ports, 2, "duplicates fold");
+	cr_assert_eq(c.dns, ip("192.0.2.53"));
+	cr_assert_eq(c.pool.prefix, 20);
+	cr_assert_eq(kiwi_egress_config_check(&c, &e), 0, "%s", e.msg);
+}
+
+/* Arrays, not pointers: criterion runs each case in a fresh process. */
+struct bad {
+	char key[16], value[32], says[40];
+};
+
+static const struct bad bads[] = {
+	{ "egress", "internet", "expected public_internet" },
+	{ "allow-cidr", "10.0.0.1/8", "host bits" },
+	{ "allow-cidr", "10.0.0.0/33", "0 to 32" },
+	{ "allow-cidr", "10.0.0.0/", "0 to 32" },
+	{ "allow-cidr", "10.0.0.0/-1", "0 to 32" },
+	{ "allow-cidr", "fd00::/8", "IPv6" },
+	{ "allow-cidr", "10.0.0", "not an IPv4" },
+	{ "allow-cidr", "", "empty item" },
+	{ "allow-cidr", "10.0.0.0/8,", "empty item" },
+	{ "allow-port", "0", "1 to 65535" },
+	{ "allow-port", "65536", "1 to 65535" },
+	{ "allow-port", "http", "1 to 65535" },
+	{ "allow-port", "80x", "1 to 65535" },
+	{ "allow-host", "bad name", "NAME[:PORT]" },
+	{ "allow-host", "-lead.example", "NAME[:PORT]" },
+	{ "allow-host", "a..b", "NAME[:PORT]" },
+	{ "allow-host", "x.example:0", "1 to 65535" },
+	{ "allow-host", "[::1]:443", "IPv6" },
+	{ "allow-host", "::1", "IPv6" },
+	{ "dns", "127.0.0.53", "never reach" },
+	{ "dns", "169.254.169.254", "never reach" },
+	{ "dns", "resolver", "IPv4 address" },
+	{ "egress-pool", "10.200.0.0/31", "8 to 30" },
+	{ "egress-pool", "127.0.0.0/16", "loopback" },
+	{ "egress-audit", "", "file name" },
+	{ "network", "egress", "unknown egress setting" },
+};
+
+ParameterizedTestParameters(egress, bad_values)
+{
+	return cr_make_param_array(struct bad, bads, sizeof(bads) / sizeof(bads[0]));
+}
+
+ParameterizedTest(const struct bad *b, egress, bad_values)
+{
+	struct kiwi_egress_config c = cfg(), before;
+	kiwi_err e = { 0 };
+	before = c;
+	cr_assert_eq(kiwi_egress_config_add(&c, b->key, b->value, &e), -1, "%s=%s", b->key, b->value);
+	cr_assert_eq(e.errnum, 0, "bad input is not a system error");
+	cr_assert_str_eq(e.step, "egress");
+	cr_assert(strstr(e.msg, b->says), "`%s` should say `%s`", e.msg, b->says);
+	if (strcmp(b->key, "network") != 0)
+		cr_assert(strstr(e.msg, b->key) && strstr(e.msg, b->value), "names flag and value: %s", e.msg);
+	cr_assert_eq(c.n_allow_cidrs, before.n_allow_cidrs, "a bad value adds nothing");
+	cr_assert_eq(c.n_allow_hosts, before.n_allow_hosts);
+}
+
+Test(egress, limits)
+{
+	struct kiwi_egress_config c = cfg();
+	kiwi_err e = { 0 };
+	char v[32];
+	for (int i = 0; i < KIWI_EGRESS_MAX_PORTS; i++) {
+		snprintf(v, sizeof(v), "%d", 1000 + i);
+		cr_assert_eq(kiwi_egress_config_add(&c, "allow-port", v, &e), 0);
+	}
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-port", "9", &e), -1);
+	cr_assert(strstr(e.msg, "too many"));
+}
+
+Test(egress, cross_checks)
+{
+	struct kiwi_egress_config c = cfg();
+	kiwi_err e = { 0 };
+	kiwi_egress_config_add(&c, "egress", "private_network", &e);
+	cr_assert_eq(kiwi_egress_config_check(&c, &e), -1);
+	cr_assert(strstr(e.msg, "--allow-cidr"), "%s", e.msg);
+	c = cfg();
+	kiwi_egress_config_add(&c, "egress", "host_allowlist", &e);
+	cr_assert_eq(kiwi_egress_config_check(&c, &e), -1);
+	cr_assert(strstr(e.msg, "--allow-host"), "%s", e.msg);
+	c = cfg();
+	kiwi_egress_config_add(&c, "allow-host", "x.example", &e);
+	cr_assert_eq(kiwi_egress_config_check(&c, &e), -1);
+	cr_assert(strstr(e.msg, "host_allowlist"), "%s", e.msg);
+}
+
+Test(egress, address_classes)
+{
+	static const char *const never[] = { "0.0.0.0", "127.0.0.1", "127.255.255.255", "169.254.169.254",
+					     "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255" };
+	static const char *const special[] = { "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+					       "100.64.0.1", "100.127.255.255", "192.0.2.1", "198.51.100.1",
+					       "203.0.113.1", "198.18.0.1", "198.19.255.255", "192.0.0.8" };
+	static const char *const public[] = { "1.1.1.1", "5.5.5.5", "8.8.8.8", "100.63.255.255", "100.128.0.0",
+					      "172.15.255.255", "172.32.0.0", "192.0.3.0", "198.20.0.0",
+					      "223.255.255.255", "9.255.255.255", "11.0.0.0" };
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		cr_assert_eq(kiwi_egress_addr_class(ip(never[i])), KIWI_ADDR_NEVER, "%s", never[i]);
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+		cr_assert_eq(kiwi_egress_addr_class(ip(special[i])), KIWI_ADDR_SPECIAL, "%s", special[i]);
+	for (size_t i = 0; i < sizeof(public) / sizeof(public[0]); i++)
+		cr_assert_eq(kiwi_egress_addr_class(ip(public[i])), KIWI_ADDR_PUBLIC, "%s", public[i]);
+}
+
+Test(egress, ranges_merge)
+{
+	struct kiwi_ip4_range r[] = {
+		{ 20, 30 }, { 0, 5 }, { 6, 9 }, { 25, 40 }, { 100, 100 }, { 50, 60 }, { 55, 56 },
+		{ UINT32_MAX - 1, UINT32_MAX }, { UINT32_MAX, UINT32_MAX },
+	};
+	size_t n = kiwi_ip4_ranges_merge(r, sizeof(r) / sizeof(r[0]));
+	struct kiwi_ip4_range want[] = { { 0, 9 }, { 20, 40 }, { 50, 60 }, { 100, 100 },
+					 { UINT32_MAX - 1, UINT32_MAX } };
+	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < n; i++)
+		cr_assert(r[i].lo == want[i].lo && r[i].hi == want[i].hi, "range %zu: %u-%u", i, r[i].lo, r[i].hi);
+	cr_assert_eq(kiwi_ip4_ranges_merge(r, 0), 0);
+}
