@@ -6,8 +6,9 @@
 # cc), which fork/execs every command itself and times it with
 # CLOCK_MONOTONIC + wait4. Prints markdown tables (see bench/RESULTS.md).
 #
-# usage: bench/start.sh [--kiwi PATH | --no-kiwi] [--runs N] [--batch-reps N]
-#                       [--batches 1,10,50,200] [--rss-runs N] [--rootfs DIR]
+# usage: bench/start.sh [--kiwi PATH | --no-kiwi] [--no-rootless] [--runs N]
+#                       [--batch-reps N] [--batches 1,10,50,200] [--rss-runs N]
+#                       [--rootfs DIR]
 # Must run as root (the crun bundle maps uid 0 to 0, as kiwi-run does for
 # root). Exits non-zero when any tool fails to run; timing never fails it.
 set -euo pipefail
@@ -16,6 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 kiwi=${KIWI_RUN:-}
 no_kiwi=0
+rootless=1
 runs=500
 batch_reps=7
 batches=1,10,50,200
@@ -26,12 +28,13 @@ while [ $# -gt 0 ]; do
   case $1 in
     --kiwi) kiwi=$2; shift 2 ;;
     --no-kiwi) no_kiwi=1; shift ;;
+    --no-rootless) rootless=0; shift ;;
     --runs) runs=$2; shift 2 ;;
     --batch-reps) batch_reps=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
     --rss-runs) rss_runs=$2; shift 2 ;;
     --rootfs) rootfs=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "start.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -121,6 +124,30 @@ tools+=(
   "floor=unshare -Urmpinuf --mount-proc true"
   "forkexec=/bin/true"
 )
+# Rootless rows (sequential phase only): the same tools as user nobody
+# (65534), which maps itself to 0 inside. kiwi-rootless gets a HOME it can
+# write (its seccomp cache lives there); kiwi-rootless-nocache keeps
+# nobody's HOME=/nonexistent, as a service account without a home would.
+opts=()
+if [ "$rootless" = 1 ]; then
+  chmod 755 "$work"
+  mkdir -p "$work/home-nobody"
+  chown 65534:65534 "$work/home-nobody"
+  if [ "$no_kiwi" = 0 ]; then
+    tools+=(
+      "kiwi-rootless=$kiwi run --rootfs $rootfs -- /bin/true"
+      "kiwi-rootless-nocache=$kiwi run --rootfs $rootfs -- /bin/true"
+    )
+    opts+=(--user "kiwi-rootless=65534:65534:$work/home-nobody" --seq-only kiwi-rootless
+           --user kiwi-rootless-nocache=65534:65534:/nonexistent --seq-only kiwi-rootless-nocache)
+  fi
+  tools+=(
+    "bwrap-rootless=bwrap --unshare-all --die-with-parent --ro-bind $rootfs / --proc /proc --dev /dev --tmpfs /tmp /bin/true"
+    "floor-rootless=unshare -Urmpinuf --mount-proc true"
+  )
+  opts+=(--user bwrap-rootless=65534:65534 --seq-only bwrap-rootless
+         --user floor-rootless=65534:65534 --seq-only floor-rootless)
+fi
 case "$rootfs$work" in *' '*) fail "paths with spaces are not supported" ;; esac
 
 echo "# startbench $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -133,14 +160,15 @@ else
   echo "- kiwi-run: not measured (--no-kiwi)"
 fi
 echo "- crun runs with --cgroup-manager=disabled, a bundle without linux.resources, and in a private mount namespace (made once by the driver) where /sys/fs/cgroup/unified is detached: crun 1.8 refuses every container on this hybrid-cgroup host otherwise. The other tools run in the host's mount namespace."
-echo "- command: bench/start.sh --runs $runs --batch-reps $batch_reps --batches $batches --rss-runs $rss_runs${kiwi:+ --kiwi $kiwi}$([ "$no_kiwi" = 1 ] && echo ' --no-kiwi')"
+echo "- command: bench/start.sh --runs $runs --batch-reps $batch_reps --batches $batches --rss-runs $rss_runs${kiwi:+ --kiwi $kiwi}$([ "$no_kiwi" = 1 ] && echo ' --no-kiwi')$([ "$rootless" = 0 ] && echo ' --no-rootless')"
+echo "- all tools run as root except the *-rootless rows (uid 65534, sequential phase only)"
 echo
 
 ref=()
 [ "$no_kiwi" = 1 ] || ref=(--ref kiwi --goals kiwi --seq-only kiwi-noseccomp --quiet kiwi-noseccomp)
 set +e
 "$work/startbench" --runs "$runs" --batch-reps "$batch_reps" --batches "$batches" --rss-runs "$rss_runs" \
-  "${ref[@]}" --hide-cgroup2 crun --seq-only forkexec "${tools[@]}"
+  "${ref[@]}" "${opts[@]}" --hide-cgroup2 crun --seq-only forkexec "${tools[@]}"
 rc=$?
 set -e
 echo "- load after: $(cut -d' ' -f1-3 /proc/loadavg)"

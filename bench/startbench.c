@@ -25,6 +25,7 @@
  * hybrid cgroup host otherwise, even with --cgroup-manager=disabled.
  */
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
@@ -51,6 +52,10 @@ struct tool {
 	bool hide_cgroup2;
 	bool seq_only;         /* no batch phase */
 	bool quiet;            /* stderr to /dev/null too */
+	bool as_user;          /* drop to uid:gid (no groups) before exec */
+	uid_t uid;
+	gid_t gid;
+	char **envp;           /* environ, or environ with HOME replaced */
 	double *ms;            /* sequential wall times */
 	double *cpu_ms;        /* sequential user+sys of the tree */
 	int n;
@@ -157,9 +162,11 @@ static void child_exec(const struct tool *t, char **argv, bool traceme)
 		_exit(121);
 	if (dup2(devnull, STDOUT_FILENO) < 0 || (t->quiet && dup2(devnull, STDERR_FILENO) < 0))
 		_exit(122);
+	if (t->as_user && (setgroups(0, NULL) < 0 || setgid(t->gid) < 0 || setuid(t->uid) < 0))
+		_exit(124);
 	if (traceme && ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
 		_exit(123);
-	execvp(argv[0], argv);
+	execvpe(argv[0], argv, t->envp ? t->envp : environ);
 	_exit(127);
 }
 
@@ -494,12 +501,43 @@ static void report_goals(const char *ref)
 	printf("\n");
 }
 
+static void usage(void) __attribute__((noreturn));
+
+/* "NAME=UID:GID[:HOME]": run NAME as that user, with HOME set when given. */
+static void set_user(const char *spec)
+{
+	char name[64], home[512] = "";
+	unsigned uid, gid;
+	if (sscanf(spec, "%63[^=]=%u:%u:%511s", name, &uid, &gid, home) < 3)
+		usage();
+	struct tool *t = find_tool(name);
+	if (!t)
+		usage();
+	t->as_user = true;
+	t->uid = uid;
+	t->gid = gid;
+	if (!home[0])
+		return;
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	t->envp = xcalloc(n + 2, sizeof *t->envp);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "HOME=", 5) != 0)
+			t->envp[k++] = environ[i];
+	size_t len = strlen(home) + 6;
+	t->envp[k] = xcalloc(len, 1);
+	snprintf(t->envp[k], len, "HOME=%s", home);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: startbench [--runs N] [--warmup N] [--batches 1,10,50,200] [--batch-reps N]\n"
 		"                  [--rss-runs N] [--ref NAME] [--goals NAME] [--hide-cgroup2 NAME]...\n"
-		"                  [--seq-only NAME]... [--quiet NAME]... NAME=CMD ARG... [NAME=CMD ARG...]...\n"
+		"                  [--seq-only NAME]... [--quiet NAME]... [--user NAME=UID:GID[:HOME]]...\n"
+		"                  NAME=CMD ARG... [NAME=CMD ARG...]...\n"
 		"--batches none skips the batch phase; --goals NAME checks issue 2's goals for NAME\n");
 	exit(2);
 }
@@ -509,8 +547,8 @@ int main(int argc, char **argv)
 	int runs = 200, warmup = 5, reps = 5, rss_runs = 20;
 	int sizes[MAX_BATCHES] = {1, 10, 50, 200}, nsizes = 4;
 	const char *ref = NULL, *goals = NULL;
-	const char *hide[MAX_TOOLS], *seq_only[MAX_TOOLS], *quiet[MAX_TOOLS];
-	int nhide = 0, nseq = 0, nquiet = 0;
+	const char *hide[MAX_TOOLS], *seq_only[MAX_TOOLS], *quiet[MAX_TOOLS], *users[MAX_TOOLS];
+	int nhide = 0, nseq = 0, nquiet = 0, nusers = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -519,7 +557,7 @@ int main(int argc, char **argv)
 			parse_tool(argv[i]);
 			continue;
 		}
-		if (!v || nhide == MAX_TOOLS || nseq == MAX_TOOLS || nquiet == MAX_TOOLS)
+		if (!v || nhide == MAX_TOOLS || nseq == MAX_TOOLS || nquiet == MAX_TOOLS || nusers == MAX_TOOLS)
 			usage();
 		i++;
 		if (strcmp(a, "--runs") == 0)
@@ -538,6 +576,8 @@ int main(int argc, char **argv)
 			seq_only[nseq++] = v;
 		else if (strcmp(a, "--quiet") == 0)
 			quiet[nquiet++] = v;
+		else if (strcmp(a, "--user") == 0)
+			users[nusers++] = v;
 		else if (strcmp(a, "--goals") == 0)
 			goals = v;
 		else if (strcmp(a, "--batches") == 0) {
@@ -571,6 +611,8 @@ int main(int argc, char **argv)
 			usage();
 		t->quiet = true;
 	}
+	for (int i = 0; i < nusers; i++)
+		set_user(users[i]);
 	if (nhide)
 		make_hidden_mntns();
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
