@@ -16,6 +16,9 @@
  * the exec of ROOTFS/bin/true to its exit. It is a measuring aid with no
  * error reporting to speak of, not a launcher.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>

@@ -24,6 +24,9 @@
  * setns in the child, before exec).  crun refuses every container on a
  * hybrid cgroup host otherwise, even with --cgroup-manager=disabled.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
