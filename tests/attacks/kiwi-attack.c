@@ -193,6 +193,14 @@ static void try_mounts(const char *prefix)
 	if (fs >= 0)
 		close(fs);
 	report_fd(MSTEP("open-tree"), (int)syscall(SYS_open_tree, AT_FDCWD, "/", 1 /* CLONE */), NULL);
+	/* CVE-2022-0492: a cgroup v1 hierarchy of one's own, to set its
+	 * release_agent (run by the host's kernel as host root). */
+	mkdir("/tmp/kiwi-cg", 0755);
+	errno = 0;
+	long cg = mount("cgroup", "/tmp/kiwi-cg", "cgroup", 0, "rdma");
+	report(MSTEP("mount-cgroup-v1"), cg, errno, NULL);
+	if (cg == 0)
+		report_fd(MSTEP("release-agent"), open("/tmp/kiwi-cg/release_agent", O_WRONLY | O_CLOEXEC), NULL);
 #undef MSTEP
 }
 

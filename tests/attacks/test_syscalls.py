@@ -89,14 +89,17 @@ def test_control_without_seccomp_succeeds(kiwi, name):
 
 def test_nested_namespace_cannot_unlock_the_sandbox(kiwi):
     """Without seccomp a new user namespace gives every capability back,
-    inside it. What the launcher set up stays locked even then: the /proc
-    masks cannot be unmounted, nor the root remounted writable, nor a
-    fresh procfs mounted over the masked one."""
+    inside it: tmpfs mounts and fsopen work there, and fsopen's parameter
+    parsing is where CVE-2022-0185 lived. What the launcher set up stays
+    locked even then: the /proc masks cannot be unmounted, nor the root
+    remounted writable, nor a fresh procfs mounted over the masked one,
+    nor a cgroup v1 hierarchy mounted for its release_agent
+    (CVE-2022-0492). The default profile refuses the unshare itself."""
     steps = attack(kiwi, "unshare", seccomp="unconfined")
     assert steps["unshare-newuser"]["ok"], steps
     assert steps["nested-mount-tmpfs"]["ok"], "control: the nested namespace has capabilities"
     for step in ("nested-umount-kcore-mask", "nested-umount-proc-sys", "nested-remount-root-rw",
-                 "nested-mount-proc"):
+                 "nested-mount-proc", "nested-mount-cgroup-v1"):
         assert not steps[step]["ok"], (step, steps)
 
 
