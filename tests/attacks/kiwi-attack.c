@@ -5,8 +5,10 @@
  *   {"step": "...", "ok": true|false, "errno": N, "note": "..."}
  * where ok means the system call did what the attacker wanted. The tests
  * (test_*.py here) decide which outcome is acceptable; this program only
- * reports. It never writes anything to a kernel interface it reaches: an
- * open for writing that succeeds is reported, not used.
+ * reports. It never writes to a kernel interface it reaches (an open for
+ * writing that succeeds is reported, not used); the only bytes it pushes
+ * anywhere are TIOCSTI's marker line, into whatever terminal it can find.
+ * `swap` is the one helper the tests run on the host, outside a sandbox.
  *
  * Static: the busybox rootfs carries no libc. Exit 0 when the attempts
  * ran, 2 on a usage error. */
@@ -756,7 +758,7 @@ static int cmd_swap(int argc, char **argv)
 	return 0;
 }
 
-/* landlock-write PATH...: creates each path; under --landlock the ones
+/* create PATH...: creates each path; under --landlock the ones
  * outside the allowed set must fail with EACCES. */
 static int cmd_create(int argc, char **argv)
 {
