@@ -9,15 +9,16 @@
 #                                                  modules.dep, shared into the
 #                                                  guest so modules load on
 #                                                  demand (nf_tables, veth, loop)
-#   CACHE_DIR/initramfs-<hash>.cpio                static busybox, the guest
-#                                                  init scripts and the few
+#   CACHE_DIR/initramfs-<hash>.cpio                the guest's init (built
+#                                                  here from guest/init.c),
+#                                                  static busybox and the few
 #                                                  modules needed to reach 9p
 #   CACHE_DIR/current.env                          what run.sh sources
 #
 # The kernel is Debian's linux-image-amd64 (resolved to the versioned package)
 # fetched with apt-get download; nothing touches the host's /boot. Everything
 # is rebuilt only when an input changes (kernel package version, busybox, the
-# guest scripts, this script), so a cached run takes a fraction of a second.
+# guest's files, this script), so a cached run takes a fraction of a second.
 # Environment: KIWI_VM_CACHE (default cache dir), KIWI_VM_KERNEL_PKG (pin a
 # versioned kernel package), KIWI_VM_QUIET=1 (no progress messages).
 set -euo pipefail
@@ -165,11 +166,11 @@ build_initramfs() {
   local kdir=$1 out=$2 stage rel
   stage=$(mktemp -d "$cache/.initramfs.XXXXXX")
   mkdir -p "$stage"/{bin,dev,proc,sys,newroot,modules,kiwi}
+  # busybox is for the guest's helper scripts (/kiwi/as-user) and for
+  # debugging; init itself is one static program.
   cp "$busybox_bin" "$stage/bin/busybox"
-  ln -s busybox "$stage/bin/sh"
-  cp "$here/guest/init" "$stage/init"
-  cp "$here/guest/init2" "$here/guest/as-user" "$stage/kiwi/"
-  chmod 0755 "$stage/init" "$stage"/kiwi/*
+  cc -static -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$stage/init" "$here/guest/init.c"
+  install -m 0755 "$here/guest/as-user" "$stage/kiwi/"
   module_load_order "$kdir/modules" "${initramfs_modules[@]}" > "$stage/modules/load"
   while read -r rel; do
     copy_unsigned_module "$kdir/modules/$rel" "$stage/modules"
@@ -193,8 +194,9 @@ main() {
   [ $# -le 1 ] || die "usage: prepare.sh [CACHE_DIR]"
   case $cache in /*) ;; *) cache=$PWD/$cache ;; esac
   [ -x "$busybox_bin" ] || die "$busybox_bin missing: apt-get install busybox-static"
-  file -L "$busybox_bin" 2>/dev/null | grep -q 'statically linked' ||
-    die "$busybox_bin is not static: apt-get install busybox-static"
+  # ldd fails on a static binary.
+  ! ldd "$busybox_bin" > /dev/null 2>&1 || die "$busybox_bin is not static: apt-get install busybox-static"
+  command -v cc > /dev/null || die "no C compiler for the guest's init: apt-get install build-essential"
   mkdir -p "$cache/kernel"
   # Test runners start several lanes at once; one builds, the others wait.
   exec 9> "$cache/.lock"

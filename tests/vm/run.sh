@@ -67,45 +67,20 @@ host_tsc_khz() {
   awk -v mhz="$mhz" 'BEGIN { printf "%d\n", mhz * 1000 }'
 }
 
-# Sets variable $1 to $2 quoted for sh: inside single quotes every byte but
-# NUL stands for itself, and ' is written as '\''.
-sh_quote() {
-  local q=${2//\'/\'\\\'\'}
-  printf -v "$1" "'%s'" "$q"
-}
-
-# The command as a script for the guest's busybox sh: change to the host's
-# working directory, then exec CMD with exactly run.sh's environment (plus
-# KIWI_VM=1). busybox env exits 127 or 126 when CMD cannot be run.
-write_command() {
-  local word e
-  {
-    sh_quote word "$PWD"
-    printf 'cd %s || exit 125\nexec /kiwi/bin/env -i' "$word"
-    while IFS= read -r -d '' e; do
-      sh_quote word "$e"
-      printf ' %s' "$word"
-    done < <(env -0)
-    printf ' KIWI_VM=1 KIWI_VM_USER=kiwitest'
-    for e in "${cmd[@]}"; do
-      sh_quote word "$e"
-      printf ' %s' "$word"
-    done
-    echo
-  } > "$run/ctl/command"
-}
-
-# The control dir the guest mounts as /kiwi/ctl: the command script, the
-# shares to mount; the guest writes the exit status back into it.
+# The control dir the guest mounts as /kiwi/ctl: the command (argv and
+# environment NUL-separated, so any byte but NUL survives, and the working
+# directory) and the shares to mount; the guest writes the exit status back.
 write_control() {
-  local share inside= i=0
-  mkdir "$run/ctl"
-  write_command
+  local ctl=$run/ctl share inside= i=0
+  mkdir "$ctl"
+  printf '%s\0' "${cmd[@]}" > "$ctl/argv"
+  { env -0; printf 'KIWI_VM=1\0KIWI_VM_USER=kiwitest\0'; } > "$ctl/env"
+  printf '%s' "$PWD" > "$ctl/cwd"
   # Parents before children, so a nested share is mounted over its parent.
   while IFS= read -r share; do
     [ "$share" != / ] || die "--share /: share a directory, not the root"
     [[ $share != *$'\n'* ]] || die "--share: newline in a path"
-    echo "kiwishare$i $share" >> "$run/ctl/shares"
+    echo "kiwishare$i $share" >> "$ctl/shares"
     case $PWD/ in "$share"/*) inside=1 ;; esac
     i=$((i + 1))
   done < <(printf '%s\n' "${shares[@]}" | sort -u)

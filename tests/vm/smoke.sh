@@ -17,9 +17,9 @@ all_ok=3
 
 # ---- inside the guest -------------------------------------------------------
 
-failed=0
+# Each check ends with one of these, which give its status.
 ok() { echo "ok - $1"; }
-not_ok() { echo "not ok - $1: $2"; failed=1; }
+not_ok() { echo "not ok - $1: $2"; return 1; }
 
 # A fresh cgroup under the root with its name; removed by the caller.
 new_cgroup() {
@@ -131,9 +131,11 @@ check_modules() {
 }
 
 in_guest() {
-  local blob=$1 check
+  local blob=$1 check failed=0
+  # Each check in a subshell, so one that breaks half-way (bash ignores
+  # set -e there) still reports, and the next ones run.
   for check in "${checks[@]}"; do
-    "check_${check//-/_}"
+    ("check_${check//-/_}") || failed=1
     [ -z "${KIWI_VM_DEBUG:-}" ] || echo "# $(cut -d' ' -f1 /proc/uptime) after $check"
   done
   cat "$blob" >&2
