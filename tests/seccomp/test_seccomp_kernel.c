@@ -172,14 +172,20 @@ static int on_path(const char *prog)
 	return system(cmd) == 0;
 }
 
-static void run_program(const char *what, char *const argv[])
+/* needs: the program the test is about (argv[0] may be just the shell). */
+static void run_needing(const char *what, const char *needs, char *const argv[])
 {
-	if (!on_path(argv[0])) {
-		printf("ok - %s # SKIP %s is not installed\n", what, argv[0]);
+	if (!on_path(needs)) {
+		printf("ok - %s # SKIP %s is not installed\n", what, needs);
 		return;
 	}
 	run_argv = argv;
 	expect_exit0(what, in_child(exec_program));
+}
+
+static void run_program(const char *what, char *const argv[])
+{
+	run_needing(what, argv[0], argv);
 }
 
 static void programs(const char *busybox, const char *dir)
@@ -203,12 +209,12 @@ static void programs(const char *busybox, const char *dir)
 	snprintf(script, sizeof(script),
 		 "set -e; cd %s; printf '#include <stdio.h>\\nint main(void){puts(\"hi\");return 0;}\\n' > h.c; "
 		 "gcc -O1 -o h h.c; ./h; rm h h.c", dir);
-	run_program("gcc compiles and the result runs", (char *const[]){ "sh", "-c", script, NULL });
+	run_needing("gcc compiles and the result runs", "gcc", (char *const[]){ "sh", "-c", script, NULL });
 	snprintf(script, sizeof(script),
 		 "set -e; cd %s; git init -q r; cd r; echo a > a; git add a; "
 		 "git -c user.name=t -c user.email=t@t commit -qm a; git log --oneline | grep -q a; "
 		 "cd ..; rm -rf r", dir);
-	run_program("git init, add, commit, log", (char *const[]){ "sh", "-c", script, NULL });
+	run_needing("git init, add, commit, log", "git", (char *const[]){ "sh", "-c", script, NULL });
 	run_program("node: fs, child_process, worker thread",
 		    (char *const[]){ "node", "-e",
 			"const fs = require('fs'); fs.readdirSync('/');"
