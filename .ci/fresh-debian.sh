@@ -6,6 +6,8 @@
 # namespaces inside a chroot); the network namespace is the host's, for
 # apt-get. Needs root, debootstrap and Debian's archive. Not part of CI.
 #   .ci/fresh-debian.sh [ROOT_DIR] [COMMIT]   (default: /var/tmp/kiwi-fresh/root, HEAD)
+# KIWI_FRESH_CMD, when set, runs instead of the README's commands (for a
+# closer look at one failure; KIWI_FRESH_KEEP=1 keeps the earlier clone).
 set -euo pipefail
 root=${1:-/var/tmp/kiwi-fresh/root}
 commit=${2:-HEAD}
@@ -14,10 +16,12 @@ if [ ! -x "$root/usr/bin/apt-get" ]; then
 	mkdir -p "$root"
 	debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
 fi
-rm -rf "$root/src/kiwi-run"
-mkdir -p "$root/src"
-git clone -q --no-local "$repo" "$root/src/kiwi-run"
-git -C "$root/src/kiwi-run" checkout -q "$commit"
+if [ -z "${KIWI_FRESH_KEEP:-}" ]; then
+	rm -rf "$root/src/kiwi-run"
+	mkdir -p "$root/src"
+	git clone -q --no-local "$repo" "$root/src/kiwi-run"
+	git -C "$root/src/kiwi-run" checkout -q "$commit"
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 # shellcheck disable=SC2016
@@ -39,8 +43,12 @@ exec unshare --mount --pid --uts --ipc --fork --kill-child -- bash -c '
 	rmdir /.old-root
 	cd /src/kiwi-run
 	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+	if [ -n "$2" ]; then
+		bash -c "$2"
+		exit
+	fi
 	echo "=== README command 1"
 	bash .ci/quickstart.sh
 	echo "=== README command 2"
 	bash tests/run.sh
-' fresh "$root"
+' fresh "$root" "${KIWI_FRESH_CMD:-}"
