@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """`--landlock`: the filesystem rules of kiwi_landlock_restrict() (src/
 landlock.c) over a real sandbox. Landlock must refuse a write even where
-the mounts allow it: with --rw-root the root is writable by mount, yet
-under Landlock only /tmp, /dev/shm, the writable binds and the /dev nodes
-are. Skipped, with the reason, until kiwi-run has the flag or where the
-kernel lacks Landlock."""
+the mounts allow it: procfs is mounted read-write, yet under Landlock only
+/tmp, /dev/shm, the writable binds and the /dev nodes take writes (and the
+root, with --rw-root). Skipped, with the reason, where kiwi-run lacks the
+flag or the kernel lacks Landlock."""
 import ctypes
 import errno
 import subprocess
@@ -35,31 +35,50 @@ def landlock(kiwi_binary):
 
 
 def _targets(kiwi):
-    copy = kiwi.rootfs_copy()
     rw, ro = kiwi.workdir(), kiwi.workdir()
     binds = ["--bind", f"{rw}:/workspace", "--bind", f"{ro}:/ro:ro"]
-    paths = ["/etc/kiwi-ll", "/kiwi-ll", "/usr/kiwi-ll", "/tmp/kiwi-ll", "/dev/shm/kiwi-ll",
-             "/workspace/kiwi-ll", "/ro/kiwi-ll"]
-    return copy, binds, paths
+    return binds, ["/tmp/kiwi-ll", "/dev/shm/kiwi-ll", "/workspace/kiwi-ll", "/ro/kiwi-ll",
+                   "/etc/kiwi-ll", *PROC_WRITABLE]
+
+
+# procfs is mounted read-write: these open for writing without Landlock
+# (a process's own files, and pid 1's, whose owner the command is when
+# kiwi-run runs as root: pid 1 never execs, so its files belong to the
+# host's root).
+PROC_WRITABLE = ["/proc/self/comm", "/proc/self/oom_score_adj", "/proc/1/oom_score_adj",
+                 "/proc/1/coredump_filter"]
 
 
 def test_landlock_refuses_writes_the_mounts_allow(kiwi, landlock):
-    copy, binds, paths = _targets(kiwi)
-    steps = attack(kiwi, "create", *paths, opts=["--rw-root", *landlock, *binds], rootfs=copy)
+    """Without --rw-root the mounts leave /proc writable; Landlock does
+    not. Opened for writing only, nothing is written."""
+    binds, paths = _targets(kiwi)
+    steps = attack(kiwi, "create", *paths, opts=[*landlock, *binds])
     assert succeeded(steps) == ["/dev/shm/kiwi-ll", "/tmp/kiwi-ll", "/workspace/kiwi-ll"], steps
-    for p in ("/etc/kiwi-ll", "/kiwi-ll", "/usr/kiwi-ll"):
+    for p in PROC_WRITABLE:
         assert steps[p]["errno"] == errno.EACCES, steps
-    assert steps["/ro/kiwi-ll"]["errno"] in (errno.EACCES, errno.EROFS), steps
-    assert not (copy / "etc/kiwi-ll").exists() and not (copy / "kiwi-ll").exists()
+    for p in ("/ro/kiwi-ll", "/etc/kiwi-ll"):
+        assert steps[p]["errno"] in (errno.EACCES, errno.EROFS), steps
 
 
 def test_landlock_control_without_it(kiwi, landlock):
-    """The same writes with --rw-root alone: the root takes them, so the
-    test above sees Landlock's refusal and not the mount's."""
-    copy, binds, paths = _targets(kiwi)
-    steps = attack(kiwi, "create", *paths, opts=["--rw-root", *binds], rootfs=copy)
-    assert steps["/etc/kiwi-ll"]["ok"] and steps["/kiwi-ll"]["ok"], steps
+    """The same opens without --landlock: procfs takes them, so the test
+    above sees Landlock's refusal and not the mount's."""
+    binds, paths = _targets(kiwi)
+    steps = attack(kiwi, "create", *paths, opts=binds)
+    writable = [p for p in PROC_WRITABLE if kiwi.mode == "root" or p.startswith("/proc/self")]
+    assert [p for p in writable if not steps[p]["ok"]] == [], steps
+
+
+def test_landlock_with_rw_root(kiwi, landlock):
+    """--rw-root asks for a writable root, and Landlock grants it
+    (kiwi-run(1)); the rest of the rules stay."""
+    copy = kiwi.rootfs_copy()
+    binds, paths = _targets(kiwi)
+    steps = attack(kiwi, "create", *paths, opts=["--rw-root", *landlock, *binds], rootfs=copy)
+    assert steps["/etc/kiwi-ll"]["ok"], steps
     assert (copy / "etc/kiwi-ll").exists()
+    assert not steps["/ro/kiwi-ll"]["ok"], steps
 
 
 def test_ordinary_work_under_landlock(kiwi, landlock):
