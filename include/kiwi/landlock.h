@@ -2,7 +2,7 @@
 /* Landlock: a second wall around the filesystem, under the mounts. The
  * mounts say what exists and whether it is read-only; Landlock says what
  * the command may do with it, and it holds even where a mount would allow
- * more (--rw-root, a procfs file the mask missed, a bind made writable). */
+ * more (procfs is mounted read-write; a file a mask missed). */
 #ifndef KIWI_LANDLOCK_H
 #define KIWI_LANDLOCK_H
 
