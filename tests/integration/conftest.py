@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -285,7 +286,14 @@ class Kiwi:
                             "/usr/bin/python3", "-B", str(HERE / "leftovers.py"), json.dumps(spec)],
                            capture_output=True, text=True, timeout=timeout + 10)
         assert r.returncode == 0, f"leftovers.py failed: {r.stderr}"
-        return json.loads(r.stdout)
+        res = json.loads(r.stdout)
+        # A mount the host itself lost meanwhile (another program's `ip netns
+        # delete` unlinks its mount point, which detaches it in every
+        # namespace) is not kiwi-run's doing: only count those still here.
+        with open("/proc/self/mountinfo") as f:
+            host = {mount_key(l) for l in f.read().splitlines()}
+        res["mounts_removed"] = [l for l in res["mounts_removed"] if mount_key(l) in host]
+        return res
 
     # -- host-side scratch owned by the sandbox's root
     def _fresh(self, prefix):
@@ -314,6 +322,35 @@ class Kiwi:
         shutil.copytree(self.rootfs, d, symlinks=True)
         self.chown(d)
         return d
+
+
+def signal_when_ready(proc, signum, settle=0.0, timeout=8):
+    """Waits for the command's `ready` line, sends SIGNUM to kiwi-run (after
+    SETTLE seconds), and returns (exit status, stdout, stderr, seconds from
+    the signal to the exit). Kills kiwi-run if it outlives TIMEOUT."""
+    try:
+        line = proc.stdout.readline()
+        if line != "ready\n":
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"no ready line (got {line!r}); exit {proc.returncode}\n{out}\n{err}")
+        time.sleep(settle)
+        start = time.monotonic()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def mount_key(line):
+    """A mountinfo line without the ids and flags that differ between
+    namespaces: (root, mount point, fs type, source)."""
+    left, right = line.split(" - ", 1)
+    fields, tail = left.split(), right.split()
+    return fields[3], fields[4], tail[0], tail[1] if len(tail) > 1 else ""
 
 
 def explain(r):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import explain
+from conftest import explain, signal_when_ready
 from procs import describe_pid
 
 # -- exit statuses
@@ -69,27 +69,6 @@ def test_path_lookup(kiwi):
 
 
 # -- signals
-
-
-def signal_when_ready(proc, signum, settle=0.0, timeout=8):
-    """Waits for the command's `ready` line, sends SIGNUM to kiwi-run (after
-    SETTLE seconds), and returns (exit status, stdout, stderr, seconds from
-    the signal to the exit). Kills kiwi-run if it outlives TIMEOUT."""
-    try:
-        line = proc.stdout.readline()
-        if line != "ready\n":
-            proc.kill()
-            out, err = proc.communicate()
-            pytest.fail(f"no ready line (got {line!r}); exit {proc.returncode}\n{out}\n{err}")
-        time.sleep(settle)
-        start = time.monotonic()
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out, err, time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 FORWARDED = ["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]

@@ -4,9 +4,10 @@ import errno
 import json
 import os
 import re
+import signal
 from datetime import datetime, timedelta, timezone
 
-from conftest import explain
+from conftest import explain, signal_when_ready
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)")
 NUMBER_FIELDS = ("wall_ms", "cpu_user_ms", "cpu_sys_ms")
@@ -136,3 +137,30 @@ def test_verdict_and_verdict_fd_exclusive(kiwi):
     out = kiwi.workdir() / "verdict.json"
     r = kiwi.run(["true"], opts=["--verdict", out, "--verdict-fd", "1"])
     assert r.returncode == 125, explain(r)
+
+
+def test_verdict_file_not_inherited_by_command(kiwi):
+    out = kiwi.workdir() / "verdict.json"
+    r = kiwi.run(["kiwi-probe", "fds"], opts=["--verdict", out])
+    assert r.returncode == 0 and json.loads(r.stdout) == [0, 1, 2], explain(r)
+
+
+def test_verdict_truncates_an_existing_file(kiwi):
+    out = kiwi.workdir() / "verdict.json"
+    out.write_text("x" * 10000)
+    kiwi.chown(out)
+    r = kiwi.run(["true"], opts=["--verdict", out])
+    assert r.returncode == 0, explain(r)
+    v = json.loads(out.read_text())  # trailing garbage would not parse
+    check_shape(v)
+
+
+def test_verdict_forwarded_signal(kiwi):
+    out = kiwi.workdir() / "verdict.json"
+    proc = kiwi.popen(["/bin/sh", "-c", "echo ready; exec kiwi-probe sleep 30"],
+                      opts=["--verdict", out])
+    code, stdout, err, _ = signal_when_ready(proc, signal.SIGTERM, settle=0.1)
+    assert code == 143, f"exit {code}\n{stdout}\n{err}"
+    v = json.loads(out.read_text())
+    check_shape(v)
+    assert v["signal"] == 15 and v["exit_code"] == 143 and v["error"] is None, v
