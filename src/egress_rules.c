@@ -5,7 +5,7 @@
  *   chain forward { type filter hook forward priority 0; policy accept;
  *     iif != V accept                          # not ours
  *     ct state established,related accept
- *     goto policy }
+ *     goto decide }
  *   chain inbound { type filter hook forward priority 10; policy accept;
  *     oif V ct state established,related accept
  *     oif V counter drop }                     # nothing new into a sandbox
@@ -16,8 +16,9 @@
  *     iif != V accept
  *     ct state established,related accept      # answers to the host's own calls
  *     goto deny }                              # the host itself, any address
- *   chain policy {
+ *   chain decide {
  *     meta nfproto != ipv4 goto deny           # no IPv6 egress at all
+ *     ip saddr != SANDBOX goto deny            # no spoofed sources
  *     ip daddr @never goto deny
  *     meta l4proto != tcp meta l4proto != udp goto deny
  *     ip daddr RESOLVER th dport 53 accept     # with --dns
@@ -89,7 +90,7 @@ static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 	kiwi_nft_add_chain(n, "forward", "filter", NF_INET_FORWARD, 0);
 	RULE(n, "forward", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "forward", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
-	RULE(n, "forward", { kiwi_nft_verdict(r, NFT_GOTO, "policy"); });
+	RULE(n, "forward", { kiwi_nft_verdict(r, NFT_GOTO, "decide"); });
 
 	kiwi_nft_add_chain(n, "input", "filter", NF_INET_LOCAL_IN, 0);
 	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
@@ -160,7 +161,7 @@ static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e)
 	bool ports = c->n_allow_ports || c->kind == KIWI_EGRESS_PUBLIC_INTERNET;
 	switch (c->kind) {
 	case KIWI_EGRESS_HOST_ALLOWLIST:
-		RULE(n, "policy", {
+		RULE(n, "decide", {
 			load_daddr(r, NFT_REG32_00);
 			load_dport(r, NFT_REG32_01);
 			kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS);
@@ -173,7 +174,7 @@ static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e)
 		break;
 	}
 	if (c->n_allow_cidrs)
-		RULE(n, "policy", {
+		RULE(n, "decide", {
 			load_daddr(r, NFT_REG_1);
 			kiwi_nft_lookup(r, NFT_REG_1, "allow", SET_ALLOW);
 			if (ports) {
@@ -184,37 +185,42 @@ static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e)
 		});
 	if (c->kind != KIWI_EGRESS_PUBLIC_INTERNET)
 		return;
-	RULE(n, "policy", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "special", SET_SPECIAL);
+	RULE(n, "decide", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "special", SET_SPECIAL);
 			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "policy", { load_dport(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "ports", SET_PORTS);
+	RULE(n, "decide", { load_dport(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "ports", SET_PORTS);
 			    kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 }
 
 static void policy_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
 {
-	kiwi_nft_add_chain(n, "policy", NULL, 0, 0);
-	RULE(n, "policy", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
+	kiwi_nft_add_chain(n, "decide", NULL, 0, 0);
+	RULE(n, "decide", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
 			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "policy", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
+	RULE(n, "decide", {
+		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
+		kiwi_nft_cmp_u32(r, NFT_CMP_NEQ, htonl(e->block + 2));
+		kiwi_nft_verdict(r, NFT_GOTO, "deny");
+	});
+	RULE(n, "decide", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
 			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "policy", {
+	RULE(n, "decide", {
 		kiwi_nft_meta(r, NFT_META_L4PROTO);
 		kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, IPPROTO_TCP);
 		kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, IPPROTO_UDP);
 		kiwi_nft_verdict(r, NFT_GOTO, "deny");
 	});
 	if (e->cfg.dns)
-		RULE(n, "policy", {
+		RULE(n, "decide", {
 			load_daddr(r, NFT_REG_1);
 			kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(e->cfg.dns));
 			load_dport(r, NFT_REG_1);
 			kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
 			kiwi_nft_verdict(r, NF_ACCEPT, NULL);
 		});
-	RULE(n, "policy", { load_dport(r, NFT_REG_1); kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
+	RULE(n, "decide", { load_dport(r, NFT_REG_1); kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
 			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 	kind_rules(n, e);
-	RULE(n, "policy", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
+	RULE(n, "decide", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 }
 
 int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err)

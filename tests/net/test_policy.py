@@ -206,3 +206,21 @@ def test_allowlist_dns_only_to_the_resolver(egress):
     assert res[0]["ok"] and res[0]["reply"] == "203.0.113.10"
     denied_fast(res[1], "another resolver")
     assert res[2]["reply"] == "nameserver 192.0.2.53\n"
+
+
+def test_spoofed_source_is_denied(egress):
+    """A sandbox root in its netns (egresstool's child is) adds an address
+    and sends from it: the table only forwards the sandbox's own address."""
+    script = ("ip addr add 10.200.255.254/32 dev eth0; /usr/bin/python3 -c \"\n"
+              "import json, socket\n"
+              "for src in ('10.200.255.254', None):\n"
+              "    s = socket.socket(); s.settimeout(3)\n"
+              "    if src: s.bind((src, 0))\n"
+              "    try: s.connect(('5.5.5.5', 80)); print(json.dumps({'ok': True}))\n"
+              "    except OSError as e: print(json.dumps({'ok': False, 'errno': e.errno}))\n\"")
+    r, rep = egress.run(["--egress", "public_internet"], ["/bin/sh", "-c", script])
+    spoofed, own = [json.loads(l) for l in r.stdout.splitlines()]
+    # the reset goes to the spoofed address, so this one just times out
+    assert not spoofed["ok"], spoofed
+    assert own["ok"], own
+    assert ("tcp", "5.5.5.5", 80) in blocked(rep)
