@@ -260,6 +260,12 @@ static int write_at(int dirfd, const char *dir, const char *file, const char *va
 /* Mount point of the unified hierarchy, from mountinfo (octal escapes undone). */
 static int find_mount(char *out, size_t len, kiwi_err *err)
 {
+	/* Where every pure cgroup v2 host has it; hybrid hosts have a tmpfs there. */
+	struct statfs sf;
+	if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC) {
+		snprintf(out, len, "/sys/fs/cgroup");
+		return 0;
+	}
 	_cleanup_(fclosep) FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return kiwi_error(err, errno, "cgroup", "cannot read /proc/self/mountinfo");
@@ -759,6 +765,9 @@ static int remove_children(int dirfd, const char *shown, int depth, kiwi_err *er
  * rmdir right after the last task exits can still see EBUSY for a moment. */
 static int reap_cgroup(int pfd, const char *name, int fd, const char *shown, kiwi_err *err)
 {
+	/* The usual end: the sandbox is gone and made no cgroups of its own. */
+	if (unlinkat(pfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+		return 0;
 	if (kill_fd(fd, shown, err) < 0 || wait_empty(fd, shown, err) < 0 ||
 	    remove_children(fd, shown, 0, err) < 0)
 		return -1;
@@ -777,15 +786,8 @@ int kiwi_cgroup_destroy(struct kiwi_cgroup *cg, kiwi_err *err)
 	if (!cg)
 		return 0;
 	int rc = 0;
-	if (cg->fd >= 0 && cg->path) {
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", cg->path);
-		char *base = strrchr(dir, '/');
-		*base = '\0';
-		_cleanup_close_ int pfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		rc = pfd < 0 ? kiwi_error(err, errno, "cgroup", "cannot open `%s`", dir)
-			     : reap_cgroup(pfd, base + 1, cg->fd, cg->path, err);
-	}
+	if (cg->fd >= 0 && cg->path)
+		rc = reap_cgroup(AT_FDCWD, cg->path, cg->fd, cg->path, err);
 	if (cg->fd >= 0)
 		close(cg->fd);
 	free(cg->path);
@@ -796,35 +798,30 @@ int kiwi_cgroup_destroy(struct kiwi_cgroup *cg, kiwi_err *err)
 
 /* ---- what the controllers counted --------------------------------------- */
 
-/* Reads "key N" from a file of the cgroup; a file or key that does not
- * exist (controller off, older kernel) reads as false. */
-static bool read_keyed(int fd, const char *file, const char *key, uint64_t *out)
-{
-	char text[2048];
-	return read_at(fd, file, text, sizeof(text)) >= 0 && kiwi_cgroup_keyed(text, key, out);
-}
-
 int kiwi_cgroup_read_stats(struct kiwi_cgroup *cg, struct kiwi_cgroup_stats *st, kiwi_err *err)
 {
 	uint64_t v = 0;
-	char text[64];
+	char text[2048];
 	*st = (struct kiwi_cgroup_stats){ 0 };
-	if (read_keyed(cg->fd, "memory.events", "oom_kill", &v))
-		st->oom_kills = v;
-	/* oom_group_kill (Linux 5.17) counts the group kills memory.oom.group makes. */
-	st->oom_killed = st->oom_kills > 0 ||
-			 (read_keyed(cg->fd, "memory.events", "oom_group_kill", &v) && v > 0);
+	/* Files of controllers that are off do not exist: their fields stay 0. */
+	if (read_at(cg->fd, "memory.events", text, sizeof(text)) >= 0) {
+		kiwi_cgroup_keyed(text, "oom_kill", &st->oom_kills);
+		/* oom_group_kill (Linux 5.17) counts the kills memory.oom.group makes. */
+		st->oom_killed = st->oom_kills > 0 || (kiwi_cgroup_keyed(text, "oom_group_kill", &v) && v > 0);
+	}
 	if (read_at(cg->fd, "memory.peak", text, sizeof(text)) >= 0) {
 		const char *p = text;
 		st->peak_known = parse_digits(&p, &v, 20) > 0;
 		st->peak_memory_kib = (v + 1023) / 1024;
 	}
-	st->pids_limit_hit = read_keyed(cg->fd, "pids.events", "max", &v) && v > 0;
+	st->pids_limit_hit = read_at(cg->fd, "pids.events", text, sizeof(text)) >= 0 &&
+			     kiwi_cgroup_keyed(text, "max", &v) && v > 0;
 	/* cpu.stat is always there: usage is accounted without the cpu controller. */
-	if (!read_keyed(cg->fd, "cpu.stat", "usage_usec", &st->cpu_usage_us))
+	if (read_at(cg->fd, "cpu.stat", text, sizeof(text)) < 0 ||
+	    !kiwi_cgroup_keyed(text, "usage_usec", &st->cpu_usage_us))
 		return kiwi_error(err, errno, "cgroup", "cannot read `%s/cpu.stat`", cg->path);
-	read_keyed(cg->fd, "cpu.stat", "user_usec", &st->cpu_user_us);
-	read_keyed(cg->fd, "cpu.stat", "system_usec", &st->cpu_system_us);
+	kiwi_cgroup_keyed(text, "user_usec", &st->cpu_user_us);
+	kiwi_cgroup_keyed(text, "system_usec", &st->cpu_system_us);
 	return 0;
 }
 
