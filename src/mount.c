@@ -254,9 +254,14 @@ static int mask(int mntfd, const char *name, kiwi_err *err)
 static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 {
 	static const char *const proc_readonly[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
+	/* Besides what reveals the host outright, every file root alone may
+	 * read (mode 0400): a root caller's sandbox owns them, and slabinfo,
+	 * vmallocinfo and pagetypeinfo lay out the kernel's heap, which is
+	 * what exploits are tuned with. */
 	static const char *const proc_masked[] = {
 		"kcore", "keys", "timer_list", "sched_debug", "latency_stats", "timer_stats",
 		"acpi", "scsi", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "config.gz",
+		"slabinfo", "vmallocinfo", "pagetypeinfo", "kallsyms", "modules", "iomem", "ioports",
 	};
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_readonly); i++)
 		if (make_readonly(proc, proc_readonly[i], err) < 0)

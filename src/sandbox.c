@@ -28,6 +28,22 @@
 
 static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
+/* A passed fd reaches what it refers to. From a directory (or an O_PATH fd,
+ * which may be one) `..` climbs into the host's tree above the rootfs, so
+ * only non-directories cross into a sandbox. */
+static int check_preserved_fd(int fd, kiwi_err *err)
+{
+	struct stat st;
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, "fds", "fd %d to preserve is not open", fd);
+	if (S_ISDIR(st.st_mode) || (flags & O_PATH))
+		return kiwi_error(err, EPERM, "fds",
+				  "fd %d is a %s: it would open the host's tree to the sandbox; bind the "
+				  "directory with --bind instead", fd, S_ISDIR(st.st_mode) ? "directory" : "O_PATH fd");
+	return 0;
+}
+
 /* What can be checked cheaply before any namespace exists, so that the
  * common mistakes fail fast with a plain message. */
 static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
@@ -44,9 +60,8 @@ static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`",
 					  cfg->binds[i].source);
 	for (size_t i = 0; i < cfg->n_preserve_fds; i++)
-		if (fcntl(cfg->preserve_fds[i], F_GETFD) < 0)
-			return kiwi_error(err, errno, "fds", "fd %d to preserve is not open",
-					  cfg->preserve_fds[i]);
+		if (check_preserved_fd(cfg->preserve_fds[i], err) < 0)
+			return -1;
 	return 0;
 }
 

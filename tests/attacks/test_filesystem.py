@@ -66,13 +66,10 @@ def test_proc_and_sys_cannot_be_written(kiwi, seccomp):
         assert rec["errno"] in (errno.EROFS, errno.EACCES, errno.ENOENT), (step, rec)
 
 
-def test_proc_masks_give_nothing(kiwi, request):
-    if kiwi.mode == "root":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "hole (information): a root caller's sandbox is the owner of root's 0400 procfs "
-            "files, so /proc/slabinfo, /proc/vmallocinfo and /proc/pagetypeinfo (kernel heap "
-            "and vmalloc layout, what kernel exploits are tuned with) are readable. Proposed "
-            "fix: add slabinfo, vmallocinfo and pagetypeinfo to proc_masked in src/mount.c")))
+def test_proc_masks_give_nothing(kiwi):
+    """Root's 0400 procfs files (slabinfo, vmallocinfo, pagetypeinfo: the
+    kernel heap's layout) belong to a root caller's sandbox by ownership:
+    they are masked in every mode."""
     steps = attack(kiwi, "proc-read")
     assert succeeded(steps) == [], steps
     # /proc/keys is masked, although the host has it
@@ -175,12 +172,6 @@ def test_chmod_and_setxattr_inside_gain_nothing(kiwi):
     assert _caps(steps) == {k: ZERO for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}, steps
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: the sandbox can leave a setuid binary owned by the caller (uid 0 for a root "
-    "caller) in a writable bind or --rw-root; chmod of one's own file needs no capability. "
-    "Proposed fix: the default seccomp profile refuses chmod/fchmod/fchmodat/fchmodat2 with "
-    "S_ISUID|S_ISGID in the mode and open/openat/creat/mkdir/mknod with those bits "
-    "(SCMP_CMP_MASKED_EQ on the mode argument), openat2 answering ENOSYS"))
 def test_setuid_file_left_on_a_writable_bind(kiwi):
     """What the sandbox writes to a bound workspace outlives it: a setuid
     file there is a way up for whoever on the host runs it later (for a

@@ -133,12 +133,6 @@ def test_leaked_fds_control_preserve_fd(kiwi, leaked_fds):
     assert "own-fd-51" not in steps, steps
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hole: a directory fd passed with --preserve-fd reaches the whole host filesystem through "
-    "`..` (the detached old root stays reachable from it): in root mode that includes "
-    "/etc/shadow. Proposed fix: refuse directory and O_PATH fds in --preserve-fd (fstat, "
-    "fcntl F_GETFL) with 125, or reopen them through a path resolved with RESOLVE_BENEATH "
-    "and say so in kiwi-run(1)"))
 def test_preserved_directory_fd_stays_below_itself(kiwi, leaked_fds, canary):
     """A caller passing a directory on purpose means that directory, not
     the host's tree above it."""
