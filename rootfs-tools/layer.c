@@ -2,6 +2,7 @@
 #include "kiwi/layer.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/digest.h"
+#include "blob_stream.h"
 #include "strmap.h"
 
 #include <archive.h>
@@ -17,7 +18,6 @@
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 
-#define READ_CHUNK (1U << 20)
 #define PROGRESS_STEP (8U << 20)
 #define WHITEOUT_PREFIX ".wh."
 #define OPAQUE_MARKER ".wh..wh..opq"
@@ -632,53 +632,6 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 	return put_special(x, &c, e, err);
 }
 
-struct blob_reader {
-	int fd;
-	kiwi_hasher *h;
-	int64_t size;
-	uint64_t count;
-	bool too_long;
-	unsigned char *buf;
-};
-
-static la_ssize_t blob_read(struct archive *a, void *arg, const void **out)
-{
-	struct blob_reader *r = arg;
-	ssize_t n;
-	do
-		n = read(r->fd, r->buf, READ_CHUNK);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		if (a)
-			archive_set_error(a, errno, "cannot read the blob");
-		return -1;
-	}
-	r->count += (uint64_t)n;
-	if (r->h)
-		kiwi_hasher_update(r->h, r->buf, (size_t)n);
-	/* Stop at the first byte past the descriptor's size. */
-	if (r->size >= 0 && r->count > (uint64_t)r->size) {
-		r->too_long = true;
-		if (a)
-			archive_set_error(a, EFBIG, "the blob is longer than its descriptor says");
-		return -1;
-	}
-	*out = r->buf;
-	return n;
-}
-
-/* Hashes what libarchive left unread (tar padding, compressor trailers) so
- * the digest covers the whole blob. */
-static int drain(struct blob_reader *r)
-{
-	for (;;) {
-		const void *buf;
-		la_ssize_t n = blob_read(NULL, r, &buf);
-		if (n <= 0)
-			return (int)n;
-	}
-}
-
 static void report(kiwi_extract *x, uint64_t blob_bytes)
 {
 	x->st.blob_bytes = blob_bytes;
@@ -688,32 +641,41 @@ static void report(kiwi_extract *x, uint64_t blob_bytes)
 	}
 }
 
-static int read_layer(kiwi_extract *x, struct archive *a, struct blob_reader *r, const char *label,
-		      kiwi_err *err)
+static int read_layer(kiwi_extract *x, struct archive *a, struct blob_stream *bs,
+		      const char *label, kiwi_err *err)
 {
 	uint64_t base = x->st.blob_bytes;
 	for (;;) {
 		struct archive_entry *e;
 		int rc = archive_read_next_header(a, &e);
 		if (rc == ARCHIVE_EOF)
-			break;
-		if (rc < ARCHIVE_WARN) {
-			if (r->too_long)
-				return kiwi_error(err, EBADMSG, "verify", "%s: the blob is longer than its descriptor's %lld bytes",
-						  label, (long long)r->size);
+			return 0;
+		if (rc < ARCHIVE_WARN)
 			return kiwi_error(err, archive_errno(a) > 0 ? archive_errno(a) : EINVAL, "unpack",
 					  "%s: %s", label, archive_error_string(a));
-		}
 		if (apply_entry(x, a, e, label, err) < 0)
 			return -1;
-		report(x, base + r->count);
+		report(x, base + blob_stream_count(bs));
 	}
-	if (drain(r) < 0)
-		return r->too_long ? kiwi_error(err, EBADMSG, "verify", "%s: the blob is longer than its descriptor's %lld bytes",
-						label, (long long)r->size)
-				   : kiwi_error(err, errno, "unpack", "%s: cannot read", label);
-	x->st.blob_bytes = base + r->count;
-	return 0;
+}
+
+/* Which failure to tell: a blob that is not what its descriptor says
+ * outranks whatever its content made the decompressor or the tar reader
+ * say, and a decompressor's error outranks the tar reader's. */
+static int layer_verdict(int rc, const struct blob_stream_result *res, kiwi_hasher *h,
+			 const char *digest, int64_t size, const char *label, kiwi_err *err)
+{
+	if (res->too_long)
+		return kiwi_error(err, EBADMSG, "verify", "%s: the blob is longer than its descriptor's %lld bytes",
+				  label, (long long)size);
+	kiwi_err verr;
+	if (h && kiwi_blob_check(h, digest, size, &verr) < 0) {
+		*err = verr;
+		return kiwi_error_wrap(err, "%s", label);
+	}
+	if (res->errnum)
+		return kiwi_error(err, res->errnum, "unpack", "%s: %s", label, res->why);
+	return rc;
 }
 
 int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression comp,
@@ -723,36 +685,30 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 	if (digest && kiwi_digest_parse(digest, &alg, NULL, err) < 0)
 		return kiwi_error_wrap(err, "%s", label);
 	_cleanup_hasher_ kiwi_hasher *h = digest ? kiwi_hasher_new(alg) : NULL;
-	_cleanup_free_ unsigned char *buf = malloc(READ_CHUNK);
+	if (digest && !h)
+		return kiwi_error(err, ENOMEM, "unpack", "%s: cannot hash", label);
+	struct blob_stream *bs = blob_stream_start(blob_fd, comp, h, digest ? size : -1, err);
+	if (!bs)
+		return kiwi_error_wrap(err, "%s", label);
 	struct archive *a = archive_read_new();
-	if (!buf || !a || (digest && !h)) {
-		archive_read_free(a);
-		return kiwi_error(err, ENOMEM, "unpack", "%s: cannot set up the reader", label);
-	}
-	struct blob_reader r = { .fd = blob_fd, .h = h, .size = digest ? size : -1, .buf = buf };
-	archive_read_support_format_tar(a);
-	archive_read_support_format_empty(a); /* a layer with no entries at all */
-	if (comp == KIWI_LAYER_GZIP)
-		archive_read_support_filter_gzip(a);
-	else if (comp == KIWI_LAYER_ZSTD)
-		archive_read_support_filter_zstd(a);
-	(void)posix_fadvise(blob_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	strmap_clear(&x->touched, false);
 	int rc;
-	if (archive_read_open(a, &r, NULL, blob_read, NULL) != ARCHIVE_OK)
-		rc = kiwi_error(err, archive_errno(a) > 0 ? archive_errno(a) : EINVAL, "unpack",
-				"%s: %s", label, archive_error_string(a));
-	else
-		rc = read_layer(x, a, &r, label, err);
-	archive_read_free(a);
-	/* A bad digest outranks whatever the corrupt data made libarchive say. */
-	if (h && !r.too_long && (rc == 0 || drain(&r) == 0)) {
-		kiwi_err verr;
-		if (kiwi_blob_check(h, digest, size, &verr) < 0) {
-			*err = verr;
-			return kiwi_error_wrap(err, "%s", label);
-		}
+	if (!a) {
+		rc = kiwi_error(err, ENOMEM, "unpack", "%s: cannot set up the reader", label);
+	} else {
+		archive_read_support_format_tar(a);
+		archive_read_support_format_empty(a); /* a layer with no entries at all */
+		strmap_clear(&x->touched, false);
+		if (archive_read_open_fd(a, blob_stream_fd(bs), 1U << 20) != ARCHIVE_OK)
+			rc = kiwi_error(err, archive_errno(a) > 0 ? archive_errno(a) : EINVAL, "unpack",
+					"%s: %s", label, archive_error_string(a));
+		else
+			rc = read_layer(x, a, bs, label, err);
 	}
+	archive_read_free(a);
+	struct blob_stream_result res;
+	blob_stream_finish(bs, &res);
+	x->st.blob_bytes += res.count;
+	rc = layer_verdict(rc, &res, h, digest, size, label, err);
 	if (rc == 0)
 		x->st.layers++;
 	return rc;
