@@ -78,6 +78,43 @@ def test_loopback_works(kiwi):
     assert res["ok"], res
 
 
+# -- ipc, cgroup
+
+
+@pytest.fixture
+def host_shm():
+    """A SysV shared memory segment on the host, removed afterwards."""
+    r = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"ipcmk cannot make a SysV segment here: {r.stderr.strip()}")
+    shmid = r.stdout.split(":")[-1].strip()
+    yield shmid
+    subprocess.run(["ipcrm", "-m", shmid], capture_output=True)
+
+
+def test_host_sysv_ipc_invisible(kiwi, host_shm):
+    with open("/proc/sysvipc/shm") as f:
+        assert any(l.split()[1] == host_shm for l in f.read().splitlines()[1:]), \
+            "the host segment is not there to hide"
+    r = kiwi.run(["cat", "/proc/sysvipc/shm"])
+    assert r.returncode == 0, explain(r)
+    assert len(r.stdout.splitlines()) == 1, f"SysV segments visible inside: {explain(r)}"
+
+
+def test_cgroup_paths_hidden(kiwi):
+    """The cgroup namespace hides where on the host the sandbox sits."""
+    with open("/proc/self/cgroup") as f:
+        host = [l.split(":", 2)[2] for l in f.read().splitlines()]
+    if all(path == "/" for path in host):
+        pytest.skip("the tests run in the root cgroup: there is no host path to hide")
+    r = kiwi.run(["cat", "/proc/self/cgroup"])
+    assert r.returncode == 0, explain(r)
+    inside = r.stdout
+    for path in host:
+        if path != "/":
+            assert path not in inside, f"host cgroup path {path} visible: {inside}"
+
+
 # -- credentials
 
 
