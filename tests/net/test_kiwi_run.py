@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiwi-run run --network none|egress end to end, in the fake world: the
+real launcher (user namespace, read-only busybox rootfs, no capabilities
+left) with netprobe inside. Skipped while kiwi-run has no --network."""
+import json
+import os
+import subprocess
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fakenet import HOST_UPLINK, leftovers
+
+REPO = Path(__file__).resolve().parent.parent.parent
+PROBE = "/usr/local/bin/netprobe"
+DOCS = "192.0.2.0/24,198.51.100.0/24,203.0.113.0/24"
+PUBLIC = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
+
+
+@pytest.fixture(scope="module")
+def kiwi_run():
+    path = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    help_text = subprocess.run([str(path), "run", "--help"], capture_output=True, text=True).stdout
+    if "--network" not in help_text:
+        pytest.skip("kiwi-run run has no --network yet (the launcher wiring of issue 5)")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def rootfs(tools):
+    """The busybox rootfs with netprobe in /usr/local/bin and an
+    /etc/resolv.conf to bind over; cached like the integration suite's."""
+    dest = Path("/var/tmp/kiwi-net-rootfs")
+    r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(dest), tools["netprobe"]],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
+    (dest / "etc" / "resolv.conf").touch()
+    return str(dest)
+
+
+class Run:
+    def __init__(self, world, kiwi_run, rootfs, scratch):
+        self.world, self.kiwi_run, self.rootfs, self.scratch = world, kiwi_run, rootfs, scratch
+
+    def __call__(self, opts, cmd, prefix=(), timeout=30):
+        verdict = self.scratch / f"verdict-{uuid.uuid4().hex}.json"
+        # an unprivileged caller (prefix) cannot write into the root-owned scratch
+        vopts = [] if prefix else ["--verdict", str(verdict)]
+        argv = self.world.hx(*prefix, self.kiwi_run, "run", "--rootfs", self.rootfs, *vopts,
+                             *map(str, opts), "--", *map(str, cmd))
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        v = json.loads(verdict.read_text()) if verdict.exists() and verdict.stat().st_size else None
+        return r, v
+
+    def probes(self, opts, calls):
+        script = "; ".join(" ".join([PROBE, *map(str, c)]) for c in calls)
+        r, v = self(opts, ["/bin/sh", "-c", script])
+        assert r.returncode == 0, f"kiwi-run: {r.returncode} {r.stderr}"
+        return [json.loads(l) for l in r.stdout.splitlines()], v
+
+
+@pytest.fixture
+def run(world, kiwi_run, rootfs, scratch):
+    return Run(world, kiwi_run, rootfs, scratch)
+
+
+def ok(res, what):
+    assert res["ok"] and res["reply"], f"{what} should connect: {res}"
+
+
+def rejected(res, what):
+    assert not res["ok"] and res["errno"] in (111, 113) and res["ms"] < 500, f"{what} should fail fast: {res}"
+
+
+def test_network_none_is_only_lo(run):
+    res, v = run.probes([], [["tcp", "5.5.5.5", "80"], ["cat", "/proc/net/dev"]])
+    assert not res[0]["ok"] and res[0]["error"] == "ENETUNREACH", res[0]
+    devs = [l.split(":")[0].strip() for l in res[1]["reply"].splitlines()[2:]]
+    assert devs == ["lo"], devs
+    assert v.get("egress_blocked", []) == []
+
+
+def test_public_internet(run, scratch):
+    audit = scratch / "audit.jsonl"
+    calls = [["tcp", "203.0.113.10", 80], ["udp", "198.51.100.10", 443], ["tcp", "5.5.5.5", 443],
+             ["dns", "192.0.2.53", "good.test"],
+             ["tcp", "169.254.169.254", 80], ["tcp", "10.99.0.10", 80], ["tcp", "203.0.113.10", 8080],
+             ["tcp", HOST_UPLINK, 8081], ["udp", "203.0.113.10", 53]]
+    res, v = run.probes([*PUBLIC, "--egress-audit", audit], calls)
+    for r, c in zip(res[:4], calls[:4]):
+        ok(r, c)
+    for r, c in zip(res[4:], calls[4:]):
+        rejected(r, c)
+    got = {(b["proto"], b["dst"], b["port"]) for b in v["egress_blocked"]}
+    assert got == {tuple(c) for c in calls[4:]}, v["egress_blocked"]
+    assert len(audit.read_text().splitlines()) == len(calls) - 4
+
+
+def test_gateway_and_host_loopback_unreachable(run):
+    p = PROBE
+    script = f"gw=$(ip route | awk '/default/ {{print $3}}'); {p} tcp $gw 8081; {p} udp $gw 8083; {p} tcp $gw 8082"
+    r, v = run(PUBLIC, ["/bin/sh", "-c", script])
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(res) == 3, r.stdout + r.stderr
+    for x in res:
+        rejected(x, "the host through the gateway")
+
+
+def test_private_network(run):
+    opts = ["--network", "egress", "--egress", "private_network", "--allow-cidr", "10.99.0.0/16"]
+    res, v = run.probes(opts, [["tcp", "10.99.0.10", 8080], ["tcp", "5.5.5.5", 80]])
+    ok(res[0], "the allowed private range")
+    rejected(res[1], "a public address")
+
+
+def test_host_allowlist_pins_and_refuses_rebinding(run):
+    name = f"rebind-{uuid.uuid4().hex[:8]}.test"
+    opts = ["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+            "--allow-host", f"{name}:80", "--dns", "192.0.2.53"]
+    res, v = run.probes(opts, [["hosts", name], ["dns", "192.0.2.53", name], ["tcp", "203.0.113.10", 80],
+                               ["tcp", "169.254.169.254", 80]])
+    assert res[0]["reply"] == "203.0.113.10", "pinned in the sandbox's /etc/hosts"
+    assert res[1]["reply"] == "169.254.169.254", "the resolver rebinds"
+    ok(res[2], "the pinned address")
+    rejected(res[3], "the rebound address")
+
+
+def test_host_allowlist_refuses_mixed_answers(run, world):
+    r, v = run(["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+                "--allow-host", "mixed.test:80"], ["true"])
+    assert r.returncode == 125 and "mixed.test" in r.stderr, r
+    assert leftovers(world.host) == ([], [])
+
+
+def test_rootless_is_refused(run):
+    r, v = run(PUBLIC, ["true"], prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+    assert r.returncode == 125, r
+    assert "root" in r.stderr and "kiwi-helper" in r.stderr, r.stderr
+
+
+def test_many_sequential_and_concurrent_leave_nothing(run, world):
+    for i in range(200):
+        r, v = run(PUBLIC, ["true"])
+        assert r.returncode == 0, (i, r.stderr)
+    script = "ip -o -4 addr show dev eth0 | awk '{print $4}'"
+
+    def one(_):
+        r, v = run(PUBLIC, ["/bin/sh", "-c", script])
+        return r.stdout.strip()
+
+    with ThreadPoolExecutor(6) as pool:
+        addrs = list(pool.map(one, range(6)))
+    assert all(addrs) and len(set(addrs)) == 6, addrs
+    assert leftovers(world.host) == ([], [])
