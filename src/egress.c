@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/file.h>
+#include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -321,8 +322,12 @@ static int child_netns(pid_t child, int pidfd, kiwi_err *err)
 {
 	if (pidfd >= 0) {
 		int fd = ioctl(pidfd, PIDFD_GET_NET_NAMESPACE, 0);
-		if (fd >= 0)
+		/* checked: an ioctl number the kernel means otherwise must not
+		 * hand us some other namespace */
+		if (fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET)
 			return fd;
+		if (fd >= 0)
+			close(fd);
 	}
 	/* Kernels before 6.11 have no pidfd ioctl. The child is ours and
 	 * not reaped, so its pid cannot have been reused. */
