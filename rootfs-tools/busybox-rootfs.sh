@@ -38,6 +38,7 @@ done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > etc/passwd
 printf 'root:x:0:\nnogroup:x:65534:\n' > etc/group
 printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' > etc/hosts
+: > etc/resolv.conf
 echo "$stamp" > .kiwi-rootfs-stamp
 cd - >/dev/null
 rm -rf "$dest"

@@ -4,6 +4,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/egress.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
 #include "kiwi/sandbox.h"
@@ -15,6 +16,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/pidfd.h>
@@ -73,6 +75,7 @@ struct follow {
 	int sock, pidfd, sigfd, timerfd;
 	struct kiwi_output out, errout;
 	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
+	struct kiwi_egress *egress;  /* NULL: no network */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed;
 };
@@ -192,14 +195,15 @@ static void on_init_gone(struct follow *f)
  * are drained, so that nothing written before a kill is lost. */
 static int follow(struct follow *f)
 {
-	struct pollfd pfd[6];
+	struct pollfd pfd[7];
 	struct kiwi_sync_msg m;
 	while (!f->init_gone || f->out.read_fd >= 0 || f->errout.read_fd >= 0) {
-		int fds[6] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
-			       f->timerfd, f->out.read_fd, f->errout.read_fd };
-		for (int i = 0; i < 6; i++)
+		int fds[7] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
+			       f->timerfd, f->out.read_fd, f->errout.read_fd,
+			       f->egress ? kiwi_egress_audit_fd(f->egress) : -1 };
+		for (int i = 0; i < 7; i++)
 			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		if (poll(pfd, 6, -1) < 0 && errno != EINTR)
+		if (poll(pfd, 7, -1) < 0 && errno != EINTR)
 			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
 		if (pfd[4].revents)
 			on_output(f, &f->out);
@@ -216,6 +220,8 @@ static int follow(struct follow *f)
 			on_timer(f);
 		if (pfd[2].revents)
 			on_init_gone(f);
+		if (pfd[6].revents)
+			kiwi_egress_audit_read(f->egress, NULL);
 		if (f->init_gone)
 			/* Messages sent just before pid 1 left are still queued. */
 			while (kiwi_sync_recv(f->sock, &m, MSG_DONTWAIT) > 0)
@@ -227,6 +233,8 @@ static int follow(struct follow *f)
 static void finish(struct follow *f)
 {
 	struct kiwi_sandbox_result *res = f->res;
+	if (f->egress)
+		kiwi_egress_audit_read(f->egress, NULL);
 	if (f->cg) {
 		kiwi_err e = { 0 };
 		res->has_cgroup = true;
@@ -245,11 +253,13 @@ static void finish(struct follow *f)
 		f->failed = kiwi_error(f->err, 0, "init", "the sandbox's init ended without reporting the command") < 0;
 }
 
-/* #1: id maps, then let the child go on. */
+/* #1: id maps and the network, then let the child go on. */
 static int release_child(struct follow *f, pid_t pid)
 {
 	struct kiwi_sync_msg go = { .type = KIWI_SYNC_MAPS_DONE };
 	if (kiwi_userns_map_self(pid, f->err) < 0)
+		return -1;
+	if (f->egress && kiwi_egress_setup(f->egress, pid, f->pidfd, f->err) < 0)
 		return -1;
 	if (kiwi_sync_send(f->sock, &go) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
@@ -296,23 +306,12 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	return f->failed ? -1 : 0;
 }
 
-int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
-		     kiwi_err *err)
+/* Runs cfg with the cgroup and network already made. */
+static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
+			struct kiwi_cgroup *cg, kiwi_err *err)
 {
-	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = res->started_at };
-	if (!res->started_at.tv_sec)
-		clock_gettime(CLOCK_REALTIME, &res->started_at);
-	if (check_config(cfg, err) < 0)
-		return -1;
-
-	/* The command's process applies the rules; the ABI is the kernel's. */
-	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
-	_cleanup_cgroup_ struct kiwi_cgroup *cg = NULL;
-	if (kiwi_cgroup_limits_any(&cfg->limits) &&
-	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)
-		return -1;
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
-			    .sigfd = -1, .timerfd = -1, .cg = cg };
+			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress };
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
 	    kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
@@ -338,6 +337,47 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		if (fds[i] >= 0)
 			close(fds[i]);
 	return r;
+}
+
+int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
+		     kiwi_err *err)
+{
+	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = res->started_at };
+	if (!res->started_at.tv_sec)
+		clock_gettime(CLOCK_REALTIME, &res->started_at);
+	if (check_config(cfg, err) < 0)
+		return -1;
+
+	/* The command's process applies the rules; the ABI is the kernel's. */
+	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
+	_cleanup_cgroup_ struct kiwi_cgroup *cg = NULL;
+	if (kiwi_cgroup_limits_any(&cfg->limits) &&
+	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)
+		return -1;
+	if (!cfg->egress)
+		return run_prepared(cfg, res, cg, err);
+
+	/* The network's pinned /etc/hosts and /etc/resolv.conf come before the
+	 * caller's binds, which may still replace them. */
+	struct kiwi_egress_child net = { 0 };
+	if (kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
+		return -1;
+	_cleanup_free_ struct kiwi_bind *binds = calloc(cfg->n_binds + 2, sizeof(*binds));
+	if (!binds)
+		return kiwi_error(err, ENOMEM, "egress", "cannot allocate the binds");
+	binds[0] = (struct kiwi_bind){ .source = net.hosts_path, .dest = "/etc/hosts", .read_only = true };
+	binds[1] = (struct kiwi_bind){ .source = net.resolv_path, .dest = "/etc/resolv.conf", .read_only = true };
+	memcpy(binds + 2, cfg->binds, cfg->n_binds * sizeof(*binds));
+	struct kiwi_sandbox_config with_net = *cfg;
+	with_net.binds = binds;
+	with_net.n_binds = cfg->n_binds + 2;
+	return run_prepared(&with_net, res, cg, err);
+}
+
+int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err)
+{
+	struct kiwi_egress *e = TAKE_PTR(res->egress);
+	return e ? kiwi_egress_teardown(e, err) : 0;
 }
 
 int kiwi_sandbox_exit_status(const struct kiwi_sandbox_result *res, const kiwi_err *err, bool failed)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/verdict.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/egress.h"
 #include "kiwi/json.h"
 
 #include <errno.h>
@@ -97,6 +98,10 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	write_cgroup(w, r);
 	kiwi_jw_key(w, "landlock_abi");
 	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);
+	kiwi_jw_key(w, "network");
+	kiwi_jw_string(w, r->egress ? "egress" : "none");
+	if (r->egress)
+		kiwi_egress_write_verdict(r->egress, w);
 }
 
 int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)

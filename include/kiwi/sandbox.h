@@ -13,6 +13,8 @@
 #include "kiwi/err.h"
 
 struct kiwi_seccomp;
+struct kiwi_egress;
+struct kiwi_egress_config;
 
 struct kiwi_bind {
 	const char *source;       /* host path */
@@ -52,6 +54,10 @@ struct kiwi_sandbox_config {
 	const char *cgroup_parent;
 
 	bool landlock;            /* a Landlock ruleset under the mounts, where the kernel has it */
+
+	/* NULL: the network namespace holds only lo. Else a veth to the host
+	 * filtered by a per-sandbox nftables table there. */
+	const struct kiwi_egress_config *egress;
 };
 
 struct kiwi_sandbox_result {
@@ -72,6 +78,9 @@ struct kiwi_sandbox_result {
 	bool has_cgroup;          /* then cgroup_name and cg are set */
 	char cgroup_name[256];
 	struct kiwi_cgroup_stats cg;
+	/* Live until kiwi_sandbox_result_release(), so that the verdict is
+	 * written before the (slower) network teardown. */
+	struct kiwi_egress *egress;
 };
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its
@@ -79,6 +88,10 @@ struct kiwi_sandbox_result {
  * command could not be executed (err->step "exec"). */
 int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg,
 		     struct kiwi_sandbox_result *res, kiwi_err *err);
+
+/* Releases what outlives kiwi_sandbox_run() for the verdict's sake (the
+ * egress veth and table). Call once the verdict is out. */
+int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err);
 
 /* The exit status kiwi-run reports for a run: the command's own code,
  * 128+N for signal N, 126/127 for exec failures, 125 for our own. */

@@ -2,6 +2,7 @@
 /* kiwi-run run: one command in a fresh sandbox, then a verdict. */
 #include "cli.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/egress.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/seccomp.h"
 #include "kiwi/units.h"
@@ -44,6 +45,8 @@ enum {
 	OPT_IO_MAX,
 	OPT_CGROUP_PARENT,
 	OPT_LANDLOCK,
+	OPT_NETWORK,
+	OPT_EGRESS_SETTING,   /* every flag kiwi_egress_config_add() takes */
 	OPT_HELP,
 };
 
@@ -73,6 +76,14 @@ static const struct option run_options[] = {
 	{ "io-max", required_argument, NULL, OPT_IO_MAX },
 	{ "cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT },
 	{ "landlock", no_argument, NULL, OPT_LANDLOCK },
+	{ "network", required_argument, NULL, OPT_NETWORK },
+	{ "egress", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "allow-cidr", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "allow-host", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "allow-port", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "dns", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "egress-audit", required_argument, NULL, OPT_EGRESS_SETTING },
+	{ "egress-pool", required_argument, NULL, OPT_EGRESS_SETTING },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -87,6 +98,9 @@ struct run_args {
 	int verdict_fd;
 	const char *seccomp;  /* a profile path, "unconfined", or NULL: the default */
 	const char *stdout_path, *stderr_path;
+	struct kiwi_egress_config egress;
+	bool network_egress;
+	const char *egress_flag;  /* the first egress setting seen, for errors */
 	kiwi_err err;         /* a flag's value that did not parse */
 };
 
@@ -103,6 +117,10 @@ static void run_usage(void)
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
 	       "  --verdict-fd N        write the JSON verdict to fd N\n"
 	       "  --landlock            add a Landlock ruleset under the mounts (see kiwi-run(1))\n"
+	       "  --network none|egress only lo (default), or a filtered veth to the host\n"
+	       "  --egress KIND         public_internet (default), private_network, host_allowlist\n"
+	       "  --allow-cidr CIDR     --allow-host NAME[:PORT]  --allow-port PORT  --dns ADDR\n"
+	       "  --egress-audit FILE   --egress-pool CIDR   (see kiwi-run-network(7))\n"
 	       "  --seccomp FILE        an OCI seccomp profile instead of the default;\n"
 	       "                        `unconfined` disables seccomp (debugging only)\n"
 	       "  --timeout DURATION    kill the whole sandbox this long after exec (30s, 500ms)\n"
@@ -227,6 +245,7 @@ static int add_env(struct run_args *a, char *kv)
 static int parse_run_args(int argc, char **argv, struct run_args *a)
 {
 	a->cfg.limits = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
+	kiwi_egress_config_init(&a->egress);
 	a->cfg.hostname = "kiwi";
 	a->cfg.cwd = "/";
 	a->cfg.output_limit = 1 << 20;
@@ -240,8 +259,8 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 
 	opterr = 0;
 	optind = 1;
-	int c;
-	while ((c = getopt_long(argc, argv, "+", run_options, NULL)) != -1) {
+	int c, longindex = 0;
+	while ((c = getopt_long(argc, argv, "+", run_options, &longindex)) != -1) {
 		switch (c) {
 		case OPT_ROOTFS: a->cfg.rootfs = optarg; break;
 		case OPT_HOSTNAME: a->cfg.hostname = optarg; break;
@@ -254,6 +273,19 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		case OPT_STDERR: a->stderr_path = optarg; break;
 		case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
 		case OPT_LANDLOCK: a->cfg.landlock = true; break;
+		case OPT_NETWORK:
+			if (strcmp(optarg, "none") && strcmp(optarg, "egress"))
+				return kiwi_cli_usage_error("run", "--network wants none or egress, got `%s`", optarg);
+			a->network_egress = !strcmp(optarg, "egress");
+			break;
+		case OPT_EGRESS_SETTING:
+			if (kiwi_egress_config_add(&a->egress, run_options[longindex].name, optarg, &a->err) < 0) {
+				kiwi_cli_print_error(&a->err);
+				return -1;
+			}
+			if (!a->egress_flag)
+				a->egress_flag = run_options[longindex].name;
+			break;
 		case OPT_TIMEOUT:
 		case OPT_KILL_GRACE:
 		case OPT_OUTPUT_LIMIT:
@@ -301,6 +333,10 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 	}
 	if (!a->cfg.rootfs)
 		return kiwi_cli_usage_error("run", "--rootfs is required");
+	if (a->egress_flag && !a->network_egress)
+		return kiwi_cli_usage_error("run", "--%s needs --network egress", a->egress_flag);
+	if (a->network_egress)
+		a->cfg.egress = &a->egress;
 	if (optind >= argc)
 		return kiwi_cli_usage_error("run", "no command given (put it after `--`)");
 	if (a->verdict_path && a->verdict_fd >= 0)
@@ -406,10 +442,14 @@ int kiwi_cmd_run(int argc, char **argv)
 		kiwi_err verr = { 0 };
 		if (kiwi_verdict_write(vfd, &v, &verr) < 0) {
 			kiwi_cli_print_error(&verr);
-			return KIWI_EXIT_FAILED;
+			status = KIWI_EXIT_FAILED;
 		}
 	}
 	if (a.verdict_fd >= 0)
 		TAKE_FD(vfd);  /* the caller's fd: leave it open */
+	/* The network goes after the verdict, which must not wait for it. */
+	kiwi_err rerr = { 0 };
+	if (kiwi_sandbox_result_release(&res, &rerr) < 0)
+		kiwi_cli_print_error(&rerr);
 	return status;
 }
