@@ -224,3 +224,50 @@ def test_spoofed_source_is_denied(egress):
     assert not spoofed["ok"], spoofed
     assert own["ok"], own
     assert ("tcp", "5.5.5.5", 80) in blocked(rep)
+
+
+def test_audit_is_bounded(egress):
+    """70 distinct denied destinations: 64 entries, the rest counted."""
+    script = ("/usr/bin/python3 -c \"\n"
+              "import socket\n"
+              "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+              "for port in range(20000, 20070):\n"
+              "    s.sendto(b'x', ('5.5.5.5', port))\n\"; sleep 0.2")
+    r, rep = egress.run(["--egress", "public_internet"], ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert len(rep["egress_blocked"]) == 64
+    assert rep["egress_blocked_other"] == 6
+    assert all(b["count"] == 1 and b["proto"] == "udp" for b in rep["egress_blocked"])
+
+
+def test_ipv6_goes_nowhere_even_when_configured_inside(egress, world):
+    """A sandbox root in its netns gives itself IPv6, and the host would
+    forward IPv6 (forwarding on, a route): the table still denies it."""
+    import subprocess
+    hx = lambda *a: subprocess.run(world.hx(*a), capture_output=True, text=True)
+    hx("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+    hx("ip", "-6", "route", "add", "2001:db8::/32", "dev", "up0")
+    try:
+        _ipv6_attempts(egress)
+    finally:
+        hx("ip", "-6", "route", "del", "2001:db8::/32", "dev", "up0")
+        hx("sysctl", "-qw", "net.ipv6.conf.all.forwarding=0")
+
+
+def _ipv6_attempts(egress):
+    # no link-local on the host's end, so no neighbour discovery: borrow
+    # the gateway's MAC from ARP and pin the IPv6 neighbours by hand
+    script = ("gw=$(ip route show default | awk '{print $3}'); " + egress.tools["netprobe"] + " tcp $gw 1 >/dev/null; "
+              "mac=$(ip neigh show $gw | awk '{print $5}'); "
+              "ip -6 addr add fd00:1::2/64 dev eth0 nodad; ip -6 route add default dev eth0; "
+              "for d in fd00:1::1 2001:db8::10; do ip -6 neigh add $d lladdr $mac dev eth0; done; "
+              "/usr/bin/python3 -c \"\n"
+              "import json, socket\n"
+              "for dst in ('fd00:1::1', '2001:db8::10', 'fe80::1%eth0'):\n"
+              "    s = socket.socket(socket.AF_INET6); s.settimeout(2)\n"
+              "    try: s.connect((dst, 8081)); print(json.dumps({'ok': True, 'dst': dst}))\n"
+              "    except OSError as e: print(json.dumps({'ok': False, 'dst': dst}))\n\"")
+    r, rep = egress.run(PUBLIC, ["/bin/sh", "-c", script])
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(res) == 3 and not any(x["ok"] for x in res), r.stdout + r.stderr
+    assert ("tcp", "2001:db8::10", 8081) in blocked(rep), rep["egress_blocked"]
