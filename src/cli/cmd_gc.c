@@ -4,6 +4,7 @@
  * a running sandbox's resources. */
 #include "cli.h"
 #include "kiwi/cgroup.h"
+#include "kiwi/egress.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -27,7 +28,8 @@ int kiwi_cmd_gc(int argc, char **argv)
 			break;
 		case 'h':
 			printf("usage: kiwi-run gc [--cgroup-parent PATH]\n\n"
-			       "Removes the cgroups of kiwi-runs that are gone. See kiwi-run(1).\n");
+			       "Removes the cgroups, veths, nftables tables and address leases of\n"
+			       "kiwi-runs that are gone. See kiwi-run(1).\n");
 			return 0;
 		default:
 			return kiwi_cli_usage_error("gc", "unknown option `%s`", argv[optind - 1]);
@@ -37,11 +39,11 @@ int kiwi_cmd_gc(int argc, char **argv)
 		return kiwi_cli_usage_error("gc", "unexpected argument `%s`", argv[optind]);
 
 	kiwi_err err = { 0 };
-	unsigned cgroups = 0;
-	if (kiwi_cgroup_gc(cgroup_parent, &cgroups, &err) < 0) {
+	unsigned cgroups = 0, network = 0;
+	if (kiwi_cgroup_gc(cgroup_parent, &cgroups, &err) < 0 || kiwi_egress_gc(&network, &err) < 0) {
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
 	}
-	printf("{\"cgroups_removed\":%u}\n", cgroups);
+	printf("{\"cgroups_removed\":%u,\"network_removed\":%u}\n", cgroups, network);
 	return 0;
 }
