@@ -493,6 +493,17 @@ static int cmd_sleep(int argc, char **argv)
 	return 0;
 }
 
+/* Says "ready", then sleeps SECONDS with the signal mask and dispositions
+ * it was given: a forwarded signal meets exactly what exec left. */
+static int cmd_pause(int argc, char **argv)
+{
+	if (argc < 1)
+		return PROBE_USAGE;
+	puts("ready");
+	fflush(stdout);
+	return cmd_sleep(argc, argv);
+}
+
 /* Burns user CPU for MS milliseconds (of CPU time, not wall time). */
 static int cmd_spin(int argc, char **argv)
 {
@@ -782,6 +793,7 @@ static const struct subcommand {
 	{"exit", cmd_exit, "N: exit with status N"},
 	{"kill-self", cmd_kill_self, "SIG: die by signal SIG"},
 	{"sleep", cmd_sleep, "SECONDS"},
+	{"pause", cmd_pause, "SECONDS: print ready, then sleep"},
 	{"spin", cmd_spin, "MS: burn MS ms of user CPU"},
 	{"wait-signal", cmd_wait_signal, "[TIMEOUT]: print ready, wait, print the signal"},
 	{"daemonize", cmd_daemonize, "FILE: leave a setsid daemon beating into FILE"},

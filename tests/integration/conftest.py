@@ -324,20 +324,22 @@ class Kiwi:
         return d
 
 
-def signal_when_ready(proc, signum, settle=0.0, timeout=8):
-    """Waits for the command's `ready` line, sends SIGNUM to kiwi-run (after
-    SETTLE seconds), and returns (exit status, stdout, stderr, seconds from
-    the signal to the exit). Kills kiwi-run if it outlives TIMEOUT."""
+def signal_when_ready(proc, signum, timeout=8):
+    """Waits for the command's `ready` line, sends SIGNUM to kiwi-run, and
+    returns (exit status, stdout, stderr, seconds from the signal to the
+    exit). Fails the test if kiwi-run outlives the signal by TIMEOUT."""
     try:
         line = proc.stdout.readline()
         if line != "ready\n":
             proc.kill()
             out, err = proc.communicate()
             pytest.fail(f"no ready line (got {line!r}); exit {proc.returncode}\n{out}\n{err}")
-        time.sleep(settle)
         start = time.monotonic()
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kiwi-run still runs {timeout}s after signal {signum}")
         return proc.returncode, out, err, time.monotonic() - start
     finally:
         if proc.poll() is None:

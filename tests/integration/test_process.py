@@ -86,9 +86,10 @@ def test_signal_forwarded_to_command(kiwi, sig):
 @pytest.mark.parametrize("sig", ["TERM", "INT", "HUP"])
 def test_forwarded_signal_kills_command_with_default_action(kiwi, sig):
     signum = signal.Signals[f"SIG{sig}"]
-    proc = kiwi.popen(["/bin/sh", "-c", "echo ready; exec kiwi-probe sleep 30"])
-    # settle: the exec after `ready`, so the signal meets kiwi-probe, not sh
-    code, out, err, took = signal_when_ready(proc, signum, settle=0.1)
+    # `ready` from the probe itself: a shell that got the signal before its
+    # exec would handle it its own way (busybox sh goes on to the exec)
+    proc = kiwi.popen(["kiwi-probe", "pause", "30"])
+    code, out, err, took = signal_when_ready(proc, signum)
     assert code == 128 + signum, f"exit {code}\n{out}\n{err}"
     assert took < 5
 
@@ -187,9 +188,9 @@ def test_sandbox_dies_with_kiwi_run(kiwi):
     work = kiwi.workdir()
     proc = kiwi.popen(["/bin/sh", "-c",
                        "kiwi-probe daemonize /workspace/heartbeat >/workspace/daemon.json && "
-                       "echo ready && exec kiwi-probe sleep 30"],
+                       "exec kiwi-probe pause 30"],
                       opts=["--bind", f"{work}:/workspace"])
-    code, out, err, _ = signal_when_ready(proc, signal.SIGKILL, settle=0.1)
+    code, out, err, _ = signal_when_ready(proc, signal.SIGKILL)
     assert code == -signal.SIGKILL, f"exit {code}\n{out}\n{err}"
     daemon = json.loads((work / "daemon.json").read_text())
     assert_daemon_gone(daemon, work / "heartbeat")

@@ -157,9 +157,8 @@ def test_verdict_truncates_an_existing_file(kiwi):
 
 def test_verdict_forwarded_signal(kiwi):
     out = kiwi.workdir() / "verdict.json"
-    proc = kiwi.popen(["/bin/sh", "-c", "echo ready; exec kiwi-probe sleep 30"],
-                      opts=["--verdict", out])
-    code, stdout, err, _ = signal_when_ready(proc, signal.SIGTERM, settle=0.1)
+    proc = kiwi.popen(["kiwi-probe", "pause", "30"], opts=["--verdict", out])
+    code, stdout, err, _ = signal_when_ready(proc, signal.SIGTERM)
     assert code == 143, f"exit {code}\n{stdout}\n{err}"
     v = json.loads(out.read_text())
     check_shape(v)
