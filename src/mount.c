@@ -303,15 +303,22 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)cfg->disk_bytes);
 	const char *const tmp_opts[] = { "mode", "1777", cfg->disk_bytes ? "size" : NULL, size, NULL };
 
-	/* The rootfs becomes a mount of its own, which pivot_root needs, and
-	 * private, so that nothing propagates from it to the host or back. */
-	if (mount(cfg->rootfs, cfg->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return kiwi_error(err, errno, "mount", "cannot bind the rootfs `%s`", cfg->rootfs);
-	if (mount(NULL, cfg->rootfs, NULL, MS_PRIVATE | MS_REC, NULL) < 0)
-		return kiwi_error(err, errno, "mount", "cannot make the rootfs `%s` private", cfg->rootfs);
-	_cleanup_close_ int rootfd = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
+	/* The rootfs path is resolved once; from then on everything goes
+	 * through fds, so swapping the directory midway redirects nothing.
+	 * It becomes a mount of its own, which pivot_root needs, and private,
+	 * so that nothing propagates from it to the host or back. */
+	_cleanup_close_ int dirfd = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
+	_cleanup_close_ int rootfd = open_tree(dirfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+					       AT_RECURSIVE | AT_EMPTY_PATH);
+	if (rootfd < 0)
+		return kiwi_error(err, errno, "mount", "cannot clone the rootfs `%s`", cfg->rootfs);
+	struct mount_attr private = { .propagation = MS_PRIVATE };
+	if (mount_setattr(rootfd, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make the rootfs `%s` private", cfg->rootfs);
+	if (attach(rootfd, dirfd, "", "the rootfs", err) < 0)
+		return -1;
 
 	if (mount_proc_and_sys(rootfd, err) < 0 || mount_dev(rootfd, cfg->disk_bytes ? size : NULL, err) < 0)
 		return -1;
