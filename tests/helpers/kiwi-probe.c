@@ -157,7 +157,7 @@ static int cmd_status(int argc, char **argv)
 {
 	static const char *const wanted[] = {
 		"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
-		"NoNewPrivs", "Seccomp", "Uid", "Gid", "Groups", "NSpid",
+		"NoNewPrivs", "Seccomp", "Uid", "Gid", "Groups", "NSpid", "SigBlk", "SigIgn",
 	};
 	char path[64] = "/proc/self/status";
 	if (argc > 0)

@@ -24,6 +24,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -191,12 +192,16 @@ def subreaper():
 
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
-    """Fails a test after which some process it started is still alive.
-    Dead orphans are only reaped: when a test kills kiwi-run itself, the
-    sandbox's init is reparented here and dies (pdeathsig) as it should."""
+    """Fails a test after which some process it started is still alive
+    (2 s later). Dead orphans are only reaped: when a test kills kiwi-run
+    itself, the sandbox's init is reparented here and dies (pdeathsig)."""
     before = set(children_of_self())
     yield
-    left = reap_zombies([p for p in children_of_self() if p not in before])
+    deadline = time.monotonic() + 2  # a SIGKILLed kiwi-run's init is dying
+    while left := reap_zombies([p for p in children_of_self() if p not in before]):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     if not left:
         return
     described = [describe_pid(p) for p in left]
@@ -255,6 +260,10 @@ class Kiwi:
                               stdin=subprocess.DEVNULL)
 
     def popen(self, cmd, opts=(), rootfs=None, **kw):
+        """kiwi-run in the background. Its signal state is reset to the
+        defaults (pytest may have been started with SIGINT ignored, as in a
+        background job) unless preexec_fn says otherwise."""
+        kw.setdefault("preexec_fn", default_signal_state)
         return subprocess.Popen(self.argv(cmd, opts, rootfs), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 text=True, env=self.env(), **kw)
@@ -324,7 +333,18 @@ class Kiwi:
         return d
 
 
-def signal_when_ready(proc, signum, timeout=8):
+def default_signal_state():
+    """Every signal at its default action and none blocked."""
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # the ones Python or the kernel keep
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def signal_when_ready(proc, signum, timeout=5):
     """Waits for the command's `ready` line, sends SIGNUM to kiwi-run, and
     returns (exit status, stdout, stderr, seconds from the signal to the
     exit). Fails the test if kiwi-run outlives the signal by TIMEOUT."""
@@ -339,6 +359,8 @@ def signal_when_ready(proc, signum, timeout=8):
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            out = None
+        if out is None:
             pytest.fail(f"kiwi-run still runs {timeout}s after signal {signum}")
         return proc.returncode, out, err, time.monotonic() - start
     finally:

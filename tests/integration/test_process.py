@@ -4,11 +4,12 @@ sandbox when the command exits."""
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import explain, signal_when_ready
+from conftest import PROBE, explain, signal_when_ready
 from procs import describe_pid
 
 # -- exit statuses
@@ -101,6 +102,34 @@ def test_shell_trap_sees_forwarded_signal(kiwi):
     code, out, err, _ = signal_when_ready(proc, signal.SIGUSR1)
     assert code == 42, f"exit {code}\n{out}\n{err}"
     assert out == "trapped\n"
+
+
+def caller_ignores_and_blocks():
+    """The caller's state as nohup, or a non-interactive shell's background
+    job, leaves it: signals ignored, and some blocked."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGALRM})
+
+
+def test_caller_signal_state_not_inherited(kiwi):
+    """Ignored dispositions and the blocked mask survive exec: kiwi-run must
+    reset them, or the command ignores the very signals it forwards."""
+    r = subprocess.run(kiwi.argv([PROBE, "status"]), capture_output=True, text=True,
+                       env=kiwi.env(), timeout=10, stdin=subprocess.DEVNULL,
+                       preexec_fn=caller_ignores_and_blocks)
+    assert r.returncode == 0, explain(r)
+    st = json.loads(r.stdout)
+    assert st["SigIgn"] == "0000000000000000", f"caller's ignored signals inherited: {st}"
+    assert st["SigBlk"] == "0000000000000000", f"caller's blocked signals inherited: {st}"
+
+
+@pytest.mark.parametrize("sig", ["INT", "HUP"])
+def test_forwarding_works_when_caller_ignores(kiwi, sig):
+    signum = signal.Signals[f"SIG{sig}"]
+    proc = kiwi.popen(["kiwi-probe", "pause", "30"], preexec_fn=caller_ignores_and_blocks)
+    code, out, err, _ = signal_when_ready(proc, signum)
+    assert code == 128 + signum, f"exit {code}\n{out}\n{err}"
 
 
 def test_ignored_signal_does_not_end_kiwi_run(kiwi):

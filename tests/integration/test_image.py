@@ -1,0 +1,121 @@
+"""kiwi-run run --image: an OCI layout made by kiwi-rootfs pack, unpacked
+once into a cache by kiwi-rootfs (run by kiwi-run only for --image), pinned
+against gc while a sandbox uses it, its Env/Entrypoint/WorkingDir the
+defaults that flags override."""
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import explain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _kiwi_rootfs_source():
+    run = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
+    return Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
+
+
+@pytest.fixture(scope="session")
+def kiwi_rootfs(binaries):
+    """kiwi-rootfs beside the copied kiwi-run, where an install puts it."""
+    src = _kiwi_rootfs_source()
+    if not src.is_file():
+        pytest.skip(f"kiwi-rootfs is not built at {src}")
+    dest = Path(binaries[0]).parent / "kiwi-rootfs"
+    shutil.copy2(src, dest)
+    dest.chmod(0o755)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def layout(kiwi_rootfs, rootfs, session_dir):
+    """The test rootfs as a one-layer OCI image tagged t."""
+    out = session_dir / "image-layout"
+    r = subprocess.run([str(kiwi_rootfs), "pack", str(rootfs), f"{out}:t", "--entrypoint", "/bin/sh",
+                        "--env", "IMAGE_VAR=from-image", "--env", "SHARED=image"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, explain(r)
+    for root, dirs, files in os.walk(out):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.fixture
+def cache(kiwi):
+    return kiwi.workdir()
+
+
+def image_run(kiwi, layout, cache, cmd=(), opts=(), **kw):
+    args = ["run", "--image", f"{layout}:t", "--image-cache", str(cache), *opts]
+    if cmd:
+        args += ["--", *cmd]
+    return kiwi.raw(args, **kw)
+
+
+def test_runs_a_command_in_the_image(kiwi, layout, cache):
+    r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "echo ran; cat /proc/self/status | grep NoNewPrivs"])
+    assert r.returncode == 0, explain(r)
+    assert r.stdout.splitlines() == ["ran", "NoNewPrivs:\t1"], explain(r)
+
+
+def test_image_env_is_the_default_and_flags_override_it(kiwi, layout, cache):
+    r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "echo $IMAGE_VAR $SHARED"],
+                  opts=["--env", "SHARED=flag"])
+    assert r.returncode == 0, explain(r)
+    assert r.stdout == "from-image flag\n", explain(r)
+
+
+def test_entrypoint_runs_without_a_command(kiwi, layout, cache):
+    r = kiwi.raw(["run", "--image", f"{layout}:t", "--image-cache", str(cache)],
+                 input="echo from-entrypoint $IMAGE_VAR\n")
+    assert r.returncode == 0, explain(r)
+    assert r.stdout == "from-entrypoint from-image\n", explain(r)
+
+
+def test_unpacked_once_and_read_only(kiwi, layout, cache):
+    for _ in range(2):
+        r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "touch /x 2>/dev/null; echo $?"])
+        assert r.returncode == 0 and r.stdout == "1\n", explain(r)
+    entries = [p for p in cache.iterdir() if p.is_dir()]
+    assert len(entries) == 1, entries
+    assert not os.access(entries[0] / "rootfs", os.W_OK) or os.geteuid() == 0
+
+
+def test_unknown_tag_is_one_clear_line(kiwi, layout, cache):
+    r = kiwi.raw(["run", "--image", f"{layout}:no-such-tag", "--image-cache", str(cache), "--", "true"])
+    assert r.returncode == 125, explain(r)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiwi-run: image: "), explain(r)
+    assert "no-such-tag" in lines[0], explain(r)
+
+
+def test_rootfs_and_image_exclude_each_other(kiwi, layout, cache):
+    r = kiwi.raw(["run", "--rootfs", kiwi.rootfs, "--image", f"{layout}:t", "--", "true"])
+    assert r.returncode == 125, explain(r)
+
+
+def test_gc_keeps_an_entry_a_sandbox_uses(kiwi, kiwi_rootfs, layout, cache):
+    p = subprocess.Popen([*kiwi.raw_argv(["run", "--image", f"{layout}:t", "--image-cache", str(cache),
+                                          "--", "/bin/sh", "-c", "echo up; sleep 3"])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=kiwi.env())
+    try:
+        assert p.stdout.readline() == "up\n"
+        gc = subprocess.run([*kiwi.prefix, str(kiwi_rootfs), "gc", "--cache-dir", str(cache),
+                             "--older-than", "0"], capture_output=True, text=True)
+        assert gc.returncode == 0, explain(gc)
+        assert [e for e in cache.iterdir() if e.is_dir()], "gc removed an image in use"
+    finally:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    time.sleep(0.1)
+    gc = subprocess.run([*kiwi.prefix, str(kiwi_rootfs), "gc", "--cache-dir", str(cache),
+                         "--older-than", "0"], capture_output=True, text=True)
+    assert gc.returncode == 0, explain(gc)
+    assert not [e for e in cache.iterdir() if e.is_dir()], "gc kept an image nobody uses"
