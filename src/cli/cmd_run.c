@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kiwi-run run: one command in a fresh sandbox, then a verdict. */
 #include "cli.h"
+#include "image.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
 #include "kiwi/sandbox.h"
@@ -46,6 +47,8 @@ enum {
 	OPT_CGROUP_PARENT,
 	OPT_LANDLOCK,
 	OPT_NETWORK,
+	OPT_IMAGE,
+	OPT_IMAGE_CACHE,
 	OPT_EGRESS_SETTING,   /* every flag kiwi_egress_config_add() takes */
 	OPT_HELP,
 };
@@ -77,6 +80,8 @@ static const struct option run_options[] = {
 	{ "cgroup-parent", required_argument, NULL, OPT_CGROUP_PARENT },
 	{ "landlock", no_argument, NULL, OPT_LANDLOCK },
 	{ "network", required_argument, NULL, OPT_NETWORK },
+	{ "image", required_argument, NULL, OPT_IMAGE },
+	{ "image-cache", required_argument, NULL, OPT_IMAGE_CACHE },
 	{ "egress", required_argument, NULL, OPT_EGRESS_SETTING },
 	{ "allow-cidr", required_argument, NULL, OPT_EGRESS_SETTING },
 	{ "allow-host", required_argument, NULL, OPT_EGRESS_SETTING },
@@ -94,6 +99,10 @@ struct run_args {
 	int *preserve;
 	char **env;          /* NULL-terminated; entries point into argv or are literals */
 	size_t n_env;
+	char **user_env;     /* --env, applied last */
+	size_t n_user_env;
+	const char *image, *image_cache;
+	bool cwd_set;
 	const char *verdict_path;
 	int verdict_fd;
 	const char *seccomp;  /* a profile path, "unconfined", or NULL: the default */
@@ -106,8 +115,13 @@ struct run_args {
 
 static void run_usage(void)
 {
-	printf("usage: kiwi-run run --rootfs DIR [OPTIONS] -- CMD [ARG...]\n\n"
-	       "  --rootfs DIR          the root filesystem (required)\n"
+	printf("usage: kiwi-run run --rootfs DIR [OPTIONS] -- CMD [ARG...]\n"
+	       "       kiwi-run run --image LAYOUT[:TAG] [OPTIONS] [-- CMD [ARG...]]\n\n"
+	       "  --rootfs DIR          the root filesystem\n"
+	       "  --image REF           an OCI image layout or archive, unpacked once into the\n"
+	       "                        cache by kiwi-rootfs; its Env, Entrypoint, Cmd and\n"
+	       "                        WorkingDir are the defaults\n"
+	       "  --image-cache DIR     where unpacked images are kept\n"
 	       "  --hostname NAME       hostname inside (default: kiwi)\n"
 	       "  --cwd DIR             working directory inside (default: /)\n"
 	       "  --env K=V             set a variable (repeatable); nothing else is inherited\n"
@@ -254,8 +268,6 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 	/* A terminal is never handed to the sandbox (the TIOCSTI class). */
 	a->cfg.stdin_null = isatty(STDIN_FILENO);
 	a->verdict_fd = -1;
-	a->env[a->n_env++] = (char *)"PATH=" DEFAULT_PATH;
-	a->env[a->n_env++] = (char *)"HOME=/root";
 
 	opterr = 0;
 	optind = 1;
@@ -264,7 +276,9 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		switch (c) {
 		case OPT_ROOTFS: a->cfg.rootfs = optarg; break;
 		case OPT_HOSTNAME: a->cfg.hostname = optarg; break;
-		case OPT_CWD: a->cfg.cwd = optarg; break;
+		case OPT_CWD: a->cfg.cwd = optarg; a->cwd_set = true; break;
+		case OPT_IMAGE: a->image = optarg; break;
+		case OPT_IMAGE_CACHE: a->image_cache = optarg; break;
 		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
 		case OPT_VERDICT: a->verdict_path = optarg; break;
 		case OPT_SECCOMP: a->seccomp = optarg; break;
@@ -302,8 +316,9 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 			}
 			break;
 		case OPT_ENV:
-			if (add_env(a, optarg) < 0)
+			if (!strchr(optarg, '=') || optarg[0] == '=')
 				return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", optarg);
+			a->user_env[a->n_user_env++] = optarg;
 			break;
 		case OPT_BIND:
 			if (parse_bind(optarg, &a->binds[a->cfg.n_binds]) < 0)
@@ -331,13 +346,13 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 			return kiwi_cli_usage_error("run", "unknown option `%s`", argv[optind - 1]);
 		}
 	}
-	if (!a->cfg.rootfs)
-		return kiwi_cli_usage_error("run", "--rootfs is required");
+	if (!a->cfg.rootfs == !a->image)
+		return kiwi_cli_usage_error("run", "give one of --rootfs and --image");
 	if (a->egress_flag && !a->network_egress)
 		return kiwi_cli_usage_error("run", "--%s needs --network egress", a->egress_flag);
 	if (a->network_egress)
 		a->cfg.egress = &a->egress;
-	if (optind >= argc)
+	if (optind >= argc && !a->image)
 		return kiwi_cli_usage_error("run", "no command given (put it after `--`)");
 	if (a->verdict_path && a->verdict_fd >= 0)
 		return kiwi_cli_usage_error("run", "--verdict and --verdict-fd exclude each other");
@@ -345,10 +360,64 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 		if (a->preserve[i] == a->verdict_fd)
 			return kiwi_cli_usage_error("run", "fd %d cannot be both the verdict and preserved",
 						    a->verdict_fd);
-	a->cfg.argv = argv + optind;
-	a->cfg.envp = a->env;
+	a->cfg.argv = optind < argc ? argv + optind : NULL;
 	a->cfg.binds = a->binds;
 	a->cfg.preserve_fds = a->preserve;
+	return 0;
+}
+
+/* The environment is built, never copied: PATH and HOME, the image's Env,
+ * then --env; a later K= replaces an earlier one. */
+static int build_env(struct run_args *a, char **image_env)
+{
+	size_t n = 2 + a->n_user_env;
+	for (char **e = image_env; e && *e; e++)
+		n++;
+	a->env = calloc(n + 1, sizeof(*a->env));
+	if (!a->env)
+		return -1;
+	add_env(a, (char *)"PATH=" DEFAULT_PATH);
+	add_env(a, (char *)"HOME=/root");
+	for (char **e = image_env; e && *e; e++)
+		if (strchr(*e, '=') && **e != '=')
+			add_env(a, *e);
+	for (size_t i = 0; i < a->n_user_env; i++)
+		add_env(a, a->user_env[i]);
+	a->cfg.envp = a->env;
+	return 0;
+}
+
+/* The image's Entrypoint followed by its Cmd, when no command was given. */
+static char **image_command(const struct kiwi_cli_image *img)
+{
+	size_t n = 0, k = 0;
+	for (char **p = img->entrypoint; p && *p; p++)
+		n++;
+	for (char **p = img->cmd; p && *p; p++)
+		n++;
+	char **argv = calloc(n + 1, sizeof(*argv));
+	for (char **p = img->entrypoint; argv && p && *p; p++)
+		argv[k++] = *p;
+	for (char **p = img->cmd; argv && p && *p; p++)
+		argv[k++] = *p;
+	return argv;
+}
+
+/* --image: the cache entry becomes the rootfs, pinned for the whole run,
+ * and the image's defaults apply where no flag said otherwise. */
+static int apply_image(struct run_args *a, struct kiwi_cli_image *img, kiwi_err *err)
+{
+	if (kiwi_cli_image_resolve(a->image, a->image_cache, img, err) < 0)
+		return -1;
+	a->cfg.rootfs = img->rootfs;
+	if (!a->cwd_set && img->working_dir)
+		a->cfg.cwd = img->working_dir;
+	if (!a->cfg.argv) {
+		a->cfg.argv = image_command(img);
+		if (!a->cfg.argv || !a->cfg.argv[0])
+			return kiwi_error(err, EINVAL, "image", "`%s` has no Entrypoint or Cmd: give a "
+					  "command after `--`", a->image);
+	}
 	return 0;
 }
 
@@ -399,10 +468,10 @@ int kiwi_cmd_run(int argc, char **argv)
 	size_t slots = (size_t)argc + 1;
 	_cleanup_free_ struct kiwi_bind *binds = calloc(slots, sizeof(*binds));
 	_cleanup_free_ int *preserve = calloc(slots, sizeof(*preserve));
-	_cleanup_free_ char **env = calloc(slots + 2, sizeof(*env));
-	if (!binds || !preserve || !env)
+	_cleanup_free_ char **user_env = calloc(slots, sizeof(*user_env));
+	if (!binds || !preserve || !user_env)
 		return KIWI_EXIT_FAILED;
-	struct run_args a = { .binds = binds, .preserve = preserve, .env = env };
+	struct run_args a = { .binds = binds, .preserve = preserve, .user_env = user_env };
 	int r = parse_run_args(argc, argv, &a);
 	if (r == -2)
 		return 0;
@@ -410,6 +479,21 @@ int kiwi_cmd_run(int argc, char **argv)
 		return KIWI_EXIT_FAILED;
 
 	kiwi_err err = { 0 };
+	struct kiwi_cli_image img = { .pin_fd = -1 };
+	_cleanup_close_ int pin = -1;
+	_cleanup_free_ char **env = NULL;
+	if (a.image) {
+		bool ok = apply_image(&a, &img, &err) == 0;
+		pin = img.pin_fd;
+		if (!ok) {
+			kiwi_cli_print_error(&err);
+			return KIWI_EXIT_FAILED;
+		}
+	}
+	if (build_env(&a, img.env) < 0)
+		return KIWI_EXIT_FAILED;
+	env = a.env;
+
 	_cleanup_close_ int vfd = open_verdict(&a, &err);
 	if (vfd < 0 && err.step[0]) {
 		kiwi_cli_print_error(&err);

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* run --image: the image is unpacked into the cache by kiwi-rootfs, run as
+ * a child process and only when --image is given. Linking the image code
+ * into kiwi-run would load libarchive and its chain of libraries (down to
+ * ICU through libxml2) into every sandbox start. */
+#include "image.h"
+#include "cli.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* kiwi-rootfs beside kiwi-run (installed), or in the build tree's
+ * rootfs-tools/, or where KIWI_ROOTFS_BIN says. */
+static int find_kiwi_rootfs(char *out, size_t len)
+{
+	const char *env = secure_getenv("KIWI_ROOTFS_BIN");
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, X_OK);
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	static const char *const places[] = { "/kiwi-rootfs", "/../rootfs-tools/kiwi-rootfs" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(places); i++) {
+		if (strlen(self) + strlen(places[i]) >= len)
+			return -1;
+		strcpy(out, self);
+		strcat(out, places[i]);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* Runs kiwi-rootfs unpack --cache --json and returns its last line. */
+static int unpack_into_cache(const char *ref, const char *cache_dir, char *line, size_t len,
+			     kiwi_err *err)
+{
+	char tool[PATH_MAX];
+	if (find_kiwi_rootfs(tool, sizeof(tool)) < 0)
+		return kiwi_error(err, ENOENT, "image", "cannot find kiwi-rootfs next to kiwi-run "
+				  "(set KIWI_ROOTFS_BIN)");
+	/* stdout and stderr share the pipe: the last line is the result, or
+	 * the one line that says why there is none. */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return kiwi_error(err, errno, "image", "cannot create a pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], STDOUT_FILENO);
+		dup2(p[1], STDERR_FILENO);
+		const char *argv[] = { tool, "unpack", "--cache", "--json", ref, NULL, NULL, NULL };
+		if (cache_dir) {
+			argv[4] = "--cache-dir";
+			argv[5] = cache_dir;
+			argv[6] = ref;
+		}
+		execv(tool, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	_cleanup_close_ int rd = p[0];
+	if (pid < 0)
+		return kiwi_error(err, errno, "image", "cannot start kiwi-rootfs");
+	_cleanup_free_ char *out = calloc(1, 1 << 16);
+	size_t used = 0;
+	ssize_t n;
+	while (out && (n = read(rd, out + used, (1 << 16) - 1 - used)) > 0)
+		used += (size_t)n;
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!out)
+		return kiwi_error(err, ENOMEM, "image", "cannot read kiwi-rootfs's answer");
+	out[used] = '\0';
+	while (used > 0 && out[used - 1] == '\n')
+		out[--used] = '\0';
+	char *last = strrchr(out, '\n');
+	last = last ? last + 1 : out;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* With --json, kiwi-rootfs reports {"event":"error","message":...}. */
+		_cleanup_json_ kiwi_json *ev = kiwi_json_parse(last, strlen(last), NULL);
+		const char *why = kiwi_json_string(kiwi_json_get(ev, "message"));
+		if (!why)
+			why = strncmp(last, "kiwi-rootfs: ", 13) ? last : last + 13;
+		return kiwi_error(err, 0, "image", "cannot unpack `%s`: %s", ref,
+				  *why ? why : "kiwi-rootfs failed");
+	}
+	snprintf(line, len, "%s", last);
+	return 0;
+}
+
+/* A JSON array of strings as a NULL-terminated vector; null gives NULL
+ * with ok set, anything else fails. */
+static char **string_array(const kiwi_json *j, bool *ok)
+{
+	*ok = kiwi_json_type_of(j) == KIWI_JSON_NULL;
+	if (*ok || kiwi_json_type_of(j) != KIWI_JSON_ARRAY)
+		return NULL;
+	size_t n = kiwi_json_len(j);
+	char **v = calloc(n + 1, sizeof(*v));
+	for (size_t i = 0; v && i < n; i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(j, i));
+		if (!s || !(v[i] = strdup(s)))
+			return NULL;  /* kiwi-run exits soon after; not worth unwinding */
+	}
+	*ok = v != NULL;
+	return v;
+}
+
+static int read_image_config(const char *entry, struct kiwi_cli_image *img, kiwi_err *err)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/image.json", entry);
+	_cleanup_json_ kiwi_json *root = kiwi_json_parse_file(path, 1 << 20, err);
+	if (!root)
+		return -1;
+	const kiwi_json *j = kiwi_json_get(root, "config");
+	static const char *const lists[] = { "Env", "Entrypoint", "Cmd" };
+	char ***slots[] = { &img->env, &img->entrypoint, &img->cmd };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(lists); i++) {
+		const kiwi_json *v = kiwi_json_get(j, lists[i]);
+		bool ok = true;
+		if (v)
+			*slots[i] = string_array(v, &ok);
+		if (!ok)
+			return kiwi_error(err, EINVAL, "image", "`%s`: %s is not a list of strings", path,
+					  lists[i]);
+	}
+	const char *wd = kiwi_json_string(kiwi_json_get(j, "WorkingDir"));
+	if (wd && *wd)
+		img->working_dir = strdup(wd);
+	return 0;
+}
+
+int kiwi_cli_image_resolve(const char *ref, const char *cache_dir, struct kiwi_cli_image *img,
+			   kiwi_err *err)
+{
+	/* gc may remove an entry between kiwi-rootfs's exit and our lock:
+	 * then the lock finds no entry, and one more round unpacks it again. */
+	for (int round = 0; round < 2; round++) {
+		char line[PATH_MAX + 1024];
+		if (unpack_into_cache(ref, cache_dir, line, sizeof(line), err) < 0)
+			return -1;
+		_cleanup_json_ kiwi_json *j = kiwi_json_parse(line, strlen(line), err);
+		const char *rootfs = kiwi_json_string(kiwi_json_get(j, "rootfs"));
+		if (!rootfs)
+			return kiwi_error(err, EPROTO, "image", "kiwi-rootfs did not name the rootfs");
+		char entry[PATH_MAX], lock[PATH_MAX + 8];
+		snprintf(entry, sizeof(entry), "%s", rootfs);
+		char *slash = strrchr(entry, '/');
+		if (!slash || strcmp(slash, "/rootfs"))
+			return kiwi_error(err, EPROTO, "image", "unexpected rootfs `%s`", rootfs);
+		*slash = '\0';
+		snprintf(lock, sizeof(lock), "%s.lock", entry);
+		int fd = open(lock, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0 && flock(fd, LOCK_SH) == 0 && stat(rootfs, &st) == 0 && S_ISDIR(st.st_mode)) {
+			img->pin_fd = fd;
+			img->rootfs = strdup(rootfs);
+			return read_image_config(entry, img, err);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return kiwi_error(err, ENOENT, "image", "the cache entry of `%s` keeps disappearing", ref);
+}
