@@ -144,19 +144,28 @@ echo "| one ip command per step + nft -f | $mn | $md |"
 
 if [ -n "$kiwi_run" ]; then
 	[ -n "$rootfs" ] || { echo "net-cost: --kiwi-run needs --rootfs" >&2; exit 2; }
-	: > "$tmp/none" ; : > "$tmp/egress"
+	[ -x "$rootfs/usr/local/bin/netprobe" ] || { echo "net-cost: $rootfs lacks /usr/local/bin/netprobe" >&2; exit 2; }
+	# "start": from launching kiwi-run to the command's first instruction
+	# (netprobe now prints CLOCK_REALTIME, which no namespace changes);
+	# "whole": until kiwi-run has exited, teardown included.
+	for mode in none egress; do : > "$tmp/start-$mode"; : > "$tmp/whole-$mode"; done
 	for _ in $(seq "$n"); do
-		t0=$(now); hx "$kiwi_run" run --rootfs "$rootfs" --network none -- /bin/true
-		t1=$(now); hx "$kiwi_run" run --rootfs "$rootfs" --network egress --egress public_internet -- /bin/true
-		t2=$(now)
-		echo "scale=3; ($t1 - $t0) / 1000000" | bc >> "$tmp/none"
-		echo "scale=3; ($t2 - $t1) / 1000000" | bc >> "$tmp/egress"
+		for mode in none egress; do
+			opts=(--network none)
+			[ $mode = egress ] && opts=(--network egress --egress public_internet)
+			t0=$(now)
+			t1=$(hx "$kiwi_run" run --rootfs "$rootfs" "${opts[@]}" -- /usr/local/bin/netprobe now)
+			t2=$(now)
+			echo "scale=3; ($t1 - $t0) / 1000000" | bc >> "$tmp/start-$mode"
+			echo "scale=3; ($t2 - $t0) / 1000000" | bc >> "$tmp/whole-$mode"
+		done
 	done
 	echo
-	echo "| kiwi-run run /bin/true, $n each, interleaved | min ms | median ms |"
-	echo "| --- | ---: | ---: |"
-	read -r mn md <<<"$(stats < "$tmp/none")"
-	echo "| --network none | $mn | $md |"
-	read -r mn md <<<"$(stats < "$tmp/egress")"
-	echo "| --network egress --egress public_internet | $mn | $md |"
+	echo "| kiwi-run run, $n each, interleaved | start min ms | start median ms | whole min ms | whole median ms |"
+	echo "| --- | ---: | ---: | ---: | ---: |"
+	for mode in none egress; do
+		read -r smn smd <<<"$(stats < "$tmp/start-$mode")"
+		read -r wmn wmd <<<"$(stats < "$tmp/whole-$mode")"
+		echo "| --network $mode | $smn | $smd | $wmn | $wmd |"
+	done
 fi

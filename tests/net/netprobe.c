@@ -8,6 +8,7 @@
  *   netprobe dns SERVER NAME              one A query over UDP
  *   netprobe hosts NAME                   the addresses /etc/hosts gives NAME
  *   netprobe cat FILE                     a file's text
+ *   netprobe now                          CLOCK_REALTIME in ns (for start latency)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -212,6 +213,12 @@ int main(int argc, char **argv)
 		return hosts(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "cat"))
 		return cat(argv[2]);
-	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | hosts NAME | cat FILE\n");
+	if (argc == 2 && !strcmp(argv[1], "now")) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		printf("%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+		return 0;
+	}
+	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | hosts NAME | cat FILE | now\n");
 	return 2;
 }
