@@ -29,5 +29,5 @@ for bin in "$KIWI_CGTOOL" "$KIWI_RUN"; do
 done
 
 cd "$here"
-exec "$repo/tests/vm/run.sh" --timeout 850 "${shares[@]}" -- \
+exec "$repo/tests/vm/run.sh" --timeout 870 "${shares[@]}" -- \
   /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider "$here/vm" "$@"
