@@ -29,6 +29,14 @@ sleep_pid=
 
 die() { echo "run.sh: $*" >&2; exit 125; }
 
+# Under KIWI_VM_DEBUG=1: host-side steps with seconds since run.sh began.
+started=$EPOCHREALTIME
+host_trace() {
+  [ -n "${KIWI_VM_DEBUG:-}" ] || return 0
+  local us=$(( ${EPOCHREALTIME/[.,]/} - ${started/[.,]/} ))
+  printf 'run.sh: %d.%03d %s\n' $((us / 1000000)) $((us / 1000 % 1000)) "$*" >&2
+}
+
 usage() {
   echo "usage: run.sh [--timeout SECS] [--share HOSTDIR]... -- CMD [ARGS...]" >&2
   exit 125
@@ -209,6 +217,7 @@ guest_status() {
 main() {
   parse_args "$@"
   KIWI_VM_QUIET=1 "$here/prepare.sh" >&2
+  host_trace prepared
   # shellcheck source=/dev/null
   . "${KIWI_VM_CACHE:-/var/cache/kiwi-vm}/current.env"
   command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
@@ -222,11 +231,14 @@ main() {
   : > "$run/stderr"
   qemu-system-x86_64 "${qemu_args[@]}" > "$run/qemu.log" 2>&1 < /dev/null &
   qemu_pid=$!
+  host_trace "qemu started"
   start_pumps
   local status=0
   wait_for_qemu || status=$?
+  host_trace "qemu exited"
   # The pumps copy what is left and end once qemu is gone.
   wait "$out_pid" "$err_pid" || true
+  host_trace "output copied"
   [ -z "${KIWI_VM_DEBUG:-}" ] || cat "$run/console.log" >&2
   if [ "$status" = 124 ]; then
     show_console "timed out"

@@ -108,16 +108,16 @@ check_delegation() {
 }
 
 # Modules load on demand through the host's modprobe and the shared modules
-# tree, as the network, disk and rootfs tests need them: veth, nf_tables
-# (through iptables-nft, when the host has it), loop, overlayfs.
+# tree, as the network, disk and rootfs tests need them: veth, nf_tables,
+# tun, loop, overlayfs.
 check_modules() {
   local failed_parts= img=/tmp/smoke-loop.img dev d=/tmp/smoke-ovl
   ip link add kiwi-a type veth peer name kiwi-b > /dev/null 2>&1 && ip link del kiwi-a ||
     failed_parts+=" veth"
-  if command -v iptables-nft > /dev/null; then
-    iptables-nft -A OUTPUT -d 192.0.2.1 -j DROP > /dev/null 2>&1 &&
-      grep -qw '^nf_tables' /proc/modules || failed_parts+=" nf_tables"
-  fi
+  nft add table inet kiwi_smoke > /dev/null 2>&1 && grep -qw '^nf_tables' /proc/modules ||
+    failed_parts+=" nf_tables"
+  ip tuntap add mode tap kiwi-t > /dev/null 2>&1 && ip tuntap del mode tap kiwi-t ||
+    failed_parts+=" tun"
   truncate -s 1M "$img"
   if dev=$(losetup -f --show "$img" 2>/dev/null); then losetup -d "$dev"; else failed_parts+=" loop"; fi
   mkdir -p "$d/lower" "$d/upper" "$d/work" "$d/merged"
