@@ -163,3 +163,18 @@ def test_verdict_forwarded_signal(kiwi):
     v = json.loads(out.read_text())
     check_shape(v)
     assert v["signal"] == 15 and v["exit_code"] == 143 and v["error"] is None, v
+
+
+def test_verdict_path_swapped_by_the_sandbox(kiwi):
+    """A command that can write where the verdict goes replaces the file by
+    a symlink to a host file: the verdict must not follow it there (the
+    file is opened before the sandbox starts, and written through that fd)."""
+    work = kiwi.workdir()
+    canary = kiwi.workdir() / "canary"
+    canary.write_text("precious\n")
+    verdict = work / "verdict.json"
+    r = kiwi.sh(f"rm /workspace/verdict.json && ln -s {canary} /workspace/verdict.json",
+                opts=["--bind", f"{work}:/workspace", "--verdict", verdict])
+    assert r.returncode == 0, explain(r)
+    assert verdict.is_symlink(), "the command did not swap the file: the test proves nothing"
+    assert canary.read_text() == "precious\n", "kiwi-run wrote the verdict through the symlink"
