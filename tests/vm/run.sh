@@ -229,7 +229,9 @@ main() {
   build_qemu_args
   : > "$run/stdout"
   : > "$run/stderr"
-  qemu-system-x86_64 "${qemu_args[@]}" > "$run/qemu.log" 2>&1 < /dev/null &
+  # pdeathsig: should run.sh itself be killed outright (no trap runs),
+  # the VM goes with it instead of running on unsupervised.
+  setpriv --pdeathsig KILL qemu-system-x86_64 "${qemu_args[@]}" > "$run/qemu.log" 2>&1 < /dev/null &
   qemu_pid=$!
   host_trace "qemu started"
   start_pumps
