@@ -80,7 +80,11 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);  /* kiwi-run ignores it; the command must not */
+	/* exec keeps ignored signals ignored: the caller's (nohup, a shell's
+	 * background job) and our own SIGPIPE must not reach the command. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	/* A session of its own: no controlling terminal to push input into. */
 	setsid();
 	/* No capability to drop here: pid 1 dropped them all before the fork,

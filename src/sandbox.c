@@ -321,13 +321,21 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	}
 
 	/* Signals to forward are blocked from before clone until the end, so
-	 * none is lost between creating the sandbox and listening for them. */
+	 * none is lost between creating the sandbox and listening for them.
+	 * An ignored signal is dropped before it could wait in the signalfd,
+	 * so one the caller ignored (a shell's background job ignores INT) is
+	 * set to its default first: blocked, the default never acts. */
 	sigset_t fwd, old;
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, saved[KIWI_ARRAY_SIZE(forwarded_signals)];
 	sigemptyset(&fwd);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaddset(&fwd, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd, &old);
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
+		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
+		sigaction(forwarded_signals[i], &saved[i], NULL);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	kiwi_output_close(&f.out);
