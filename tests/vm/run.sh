@@ -17,7 +17,9 @@
 # Environment: KIWI_VM_ACCEL=kvm on hosts with real virtualisation (default
 # tcg), KIWI_VM_MEM (1G), KIWI_VM_CPUS (2), KIWI_VM_CACHE (see prepare.sh),
 # KIWI_VM_TSC_KHZ (host TSC frequency, normally found in dmesg),
-# KIWI_VM_DEBUG=1 (show the guest's boot messages on stderr afterwards).
+# KIWI_VM_DEBUG=1 (boot messages and a timed trace of the host's and the
+# guest's steps on stderr afterwards), KIWI_VM_APPEND (more kernel
+# parameters, e.g. initcall_debug).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -216,7 +218,7 @@ guest_status() {
 
 main() {
   parse_args "$@"
-  KIWI_VM_QUIET=1 "$here/prepare.sh" >&2
+  KIWI_VM_QUIET=1 "$here/prepare.sh" >&2 || die "prepare.sh failed"
   host_trace prepared
   # shellcheck source=/dev/null
   . "${KIWI_VM_CACHE:-/var/cache/kiwi-vm}/current.env"
