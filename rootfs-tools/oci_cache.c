@@ -106,6 +106,9 @@ int kiwi_image_ensure_unpacked(const char *ref, const char *cache_dir,
 			       const struct kiwi_unpack_opts *o, char **rootfs_out,
 			       struct kiwi_image_config *cfg, int *pin_fd, kiwi_err *err)
 {
+	static const struct kiwi_unpack_opts defaults = { 0 };
+	if (!o)
+		o = &defaults;
 	_cleanup_free_ char *owned = NULL;
 	_cleanup_close_ int dir_fd = open_cache_dir(cache_dir, &owned, err);
 	if (dir_fd < 0)

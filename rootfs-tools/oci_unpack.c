@@ -191,6 +191,9 @@ static int check_dest(int pfd, const char *base, const char *dest, bool *empty_d
 int kiwi_image_unpack(const char *ref, const char *dest, const struct kiwi_unpack_opts *o,
 		      struct kiwi_image *img_out, kiwi_err *err)
 {
+	static const struct kiwi_unpack_opts defaults = { 0 };
+	if (!o)
+		o = &defaults;
 	_cleanup_free_ char *base = NULL;
 	_cleanup_close_ int pfd = kiwi_oci_open_parent(dest, &base, err);
 	if (pfd < 0)

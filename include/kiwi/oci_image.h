@@ -79,6 +79,7 @@ int kiwi_layout_open(const char *path, const struct kiwi_extract_opts *xo, struc
 		     kiwi_err *err);
 void kiwi_layout_close(struct kiwi_layout *l);
 
+/* NULL wherever a struct kiwi_unpack_opts is taken means all defaults. */
 struct kiwi_unpack_opts {
 	struct kiwi_extract_opts extract;
 	const char *platform;

@@ -185,11 +185,10 @@ Test(cache, ensure_unpacked_and_pin)
 	char digest[KIWI_DIGEST_MAX];
 	cr_assert_eq(kiwi_image_pack(tree, layout, &po, digest, &err), 0, "%s", err.msg);
 
-	struct kiwi_unpack_opts uo = { 0 };
 	char *rootfs = NULL;
 	struct kiwi_image_config cfg;
 	int pin = -1;
-	cr_assert_eq(kiwi_image_ensure_unpacked(layout, cache, &uo, &rootfs, &cfg, &pin, &err), 0,
+	cr_assert_eq(kiwi_image_ensure_unpacked(layout, cache, NULL, &rootfs, &cfg, &pin, &err), 0,
 		     "%s", err.msg);
 	cr_assert_geq(pin, 0);
 	cr_assert_str_eq(cfg.entrypoint[0], "/hello");
