@@ -5,12 +5,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 
 struct kiwi_hasher {
 	EVP_MD_CTX *ctx;
@@ -115,15 +113,12 @@ int kiwi_blob_open(int layout_fd, const char *digest, kiwi_err *err)
 	const char *hex;
 	if (kiwi_digest_parse(digest, &alg, &hex, err) < 0)
 		return -1;
-	char rel[KIWI_DIGEST_MAX + 16];
-	snprintf(rel, sizeof(rel), "blobs/%s/%s", algs[alg].name, hex);
-	/* No symlink anywhere on the way: a layout's "blobs" must not lead
-	 * reads to files elsewhere on the host. */
-	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, layout_fd, rel, &how, sizeof(how));
+	/* One component at a time, following no symlink: a layout's "blobs"
+	 * must not lead digest-checked reads to files elsewhere on the host. */
+	_cleanup_close_ int blobs = openat(layout_fd, "blobs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int dir = blobs < 0 ? -1 :
+		openat(blobs, algs[alg].name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = dir < 0 ? -1 : openat(dir, hex, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return kiwi_error(err, errno, "blob", "cannot open blob %s", digest);
 	struct stat st;

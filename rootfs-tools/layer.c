@@ -684,6 +684,13 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 	enum kiwi_digest_alg alg = KIWI_DIGEST_SHA256;
 	if (digest && kiwi_digest_parse(digest, &alg, NULL, err) < 0)
 		return kiwi_error_wrap(err, "%s", label);
+	/* Fail closed, and say why, where openat2 is missing (Linux < 5.6,
+	 * or a seccomp filter that hides it): there is no unsafe fallback. */
+	_cleanup_close_ int probe = resolve(x->root_fd, "", O_PATH | O_DIRECTORY);
+	if (probe < 0)
+		return kiwi_error(err, errno, "openat2", errno == ENOSYS ?
+				  "contained extraction needs openat2 (Linux >= 5.6, not hidden by seccomp)" :
+				  "cannot open the destination");
 	_cleanup_hasher_ kiwi_hasher *h = digest ? kiwi_hasher_new(alg) : NULL;
 	if (digest && !h)
 		return kiwi_error(err, ENOMEM, "unpack", "%s: cannot hash", label);

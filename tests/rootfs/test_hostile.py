@@ -329,3 +329,39 @@ def test_garbage_layer(run, host, media_type):
     blob = os.urandom(4096)
     p, dest = unpack(run, host, [{"media_type": media_type, "data": blob, "raw": True}])
     assert_refused(p, dest, "layer 1/1")
+
+
+def hide_openat2():
+    """preexec_fn: a seccomp filter making openat2 fail with ENOSYS, as on
+    kernels before 5.6 or under old container profiles."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    AUDIT_ARCH_X86_64, NR_OPENAT2 = 0xC000003E, 437
+    ld_arch, ld_nr = (0x20, 4), (0x20, 0)  # BPF_LD|BPF_W|BPF_ABS of seccomp_data fields
+    prog = [
+        (*ld_arch[:1], 0, 0, ld_arch[1]),
+        (0x15, 0, 3, AUDIT_ARCH_X86_64),           # not x86_64: allow
+        (*ld_nr[:1], 0, 0, ld_nr[1]),
+        (0x15, 0, 1, NR_OPENAT2),
+        (0x06, 0, 0, 0x00050000 | 38),             # SECCOMP_RET_ERRNO | ENOSYS
+        (0x06, 0, 0, 0x7FFF0000),                  # SECCOMP_RET_ALLOW
+    ]
+    raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw)
+    fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(fbuf), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def test_no_openat2_fails_closed(kiwi_rootfs, host):
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test's seccomp filter is written for x86_64")
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))])
+    dest = host / "dest"
+    p = subprocess.run([kiwi_rootfs, "unpack", f"{img}:latest", str(dest)], preexec_fn=hide_openat2,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert_refused(p, dest, "needs openat2", "Function not implemented")
