@@ -120,13 +120,18 @@ static void deny_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
 	RULE(n, "deny", { kiwi_nft_reject(r, NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED); });
 }
 
+static struct kiwi_ip4_range cidr_range(const struct kiwi_cidr4 *c)
+{
+	uint32_t host = c->prefix >= 32 ? 0 : ~0u >> c->prefix;  /* >> 32 is undefined */
+	return (struct kiwi_ip4_range){ c->addr, c->addr | host };
+}
+
 static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 {
 	const struct kiwi_egress_config *c = &e->cfg;
 	struct kiwi_ip4_range r[EGRESS_NEVER_RANGES + 1 + EGRESS_MAX_HOST_ADDRS];
 	size_t count = kiwi_egress_never_ranges(r);
-	uint32_t pool_end = c->pool.addr | (c->pool.prefix ? ~0u >> c->pool.prefix : ~0u);
-	r[count++] = (struct kiwi_ip4_range){ c->pool.addr, pool_end };
+	r[count++] = cidr_range(&c->pool);
 	for (size_t i = 0; i < e->n_host_addrs; i++)
 		r[count++] = (struct kiwi_ip4_range){ e->host_addrs[i], e->host_addrs[i] };
 	if (kiwi_nft_add_ip4_set(n, "never", SET_NEVER, r, count, err) < 0)
@@ -139,9 +144,7 @@ static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 	if (c->kind != KIWI_EGRESS_HOST_ALLOWLIST && c->n_allow_cidrs) {
 		struct kiwi_ip4_range a[KIWI_EGRESS_MAX_CIDRS];
 		for (size_t i = 0; i < c->n_allow_cidrs; i++)
-			a[i] = (struct kiwi_ip4_range){ c->allow_cidrs[i].addr,
-							 c->allow_cidrs[i].addr | (c->allow_cidrs[i].prefix
-								? ~0u >> c->allow_cidrs[i].prefix : ~0u) };
+			a[i] = cidr_range(&c->allow_cidrs[i]);
 		if (kiwi_nft_add_ip4_set(n, "allow", SET_ALLOW, a, c->n_allow_cidrs, err) < 0)
 			return -1;
 	}
