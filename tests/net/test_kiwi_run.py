@@ -157,3 +157,32 @@ def test_many_sequential_and_concurrent_leave_nothing(run, world):
         addrs = list(pool.map(one, range(6)))
     assert all(addrs) and len(set(addrs)) == 6, addrs
     assert leftovers(world.host) == ([], [])
+
+
+def test_gc_after_kiwi_run_is_killed(run, world, tools):
+    """SIGKILL to kiwi-run: the sandbox dies with it (and its veth with its
+    namespace); the table and the lease stay until kiwi-run gc."""
+    import signal
+    import time
+    p = subprocess.Popen(world.hx(run.kiwi_run, "run", "--rootfs", run.rootfs, *PUBLIC, "--", "sleep", "30"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not leftovers(world.host)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers(world.host)[1], "the run's table never appeared"
+    p.send_signal(signal.SIGKILL)  # ip netns exec execs: this is kiwi-run
+    p.wait()
+    deadline = time.monotonic() + 10
+    while leftovers(world.host)[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    veths, tables = leftovers(world.host)
+    assert not veths, "the veth goes with the sandbox's namespace"
+    assert tables, "the table outlives a killed kiwi-run"
+    r = subprocess.run(world.hx(run.kiwi_run, "gc"), capture_output=True, text=True, timeout=30)
+    if r.returncode != 0 and "cgroup" in r.stderr:
+        subprocess.run(world.hx(tools["egresstool"], "gc"), capture_output=True)
+        pytest.xfail("kiwi-run gc stops at its cgroup half and never reaches the network's "
+                     f"(here, under ip netns exec, /sys has no cgroup2): {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["network_removed"] >= 2, r.stdout  # the table and the lease
+    assert leftovers(world.host) == ([], [])
