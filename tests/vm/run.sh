@@ -10,7 +10,8 @@
 # overlays) and every HOSTDIR read-write at its host path (default: the repo
 # root), so host-built binaries and paths work unchanged; CMD starts in the
 # current directory, which must lie inside a share, with run.sh's environment
-# plus KIWI_VM=1. See README.md for what else the guest offers.
+# plus KIWI_VM=1 and stdin from /dev/null. See README.md for what else the
+# guest offers.
 #
 # Exit status: CMD's; 124 when the VM had to be killed after --timeout
 # (default 600 s); 125 when the VM could not run CMD at all.
