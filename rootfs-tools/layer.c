@@ -3,6 +3,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/digest.h"
 #include "blob_stream.h"
+#include "resolve.h"
 #include "strmap.h"
 
 #include <archive.h>
@@ -11,11 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 
 #define PROGRESS_STEP (8U << 20)
@@ -57,11 +56,7 @@ struct entry_ctx {
 
 static int resolve(int root_fd, const char *path, int flags)
 {
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	return (int)syscall(SYS_openat2, root_fd, path[0] ? path : ".", &how, sizeof(how));
+	return kiwi_resolve_in_root(root_fd, path, flags);
 }
 
 int kiwi_layer_compression_of(const char *media_type)
@@ -684,13 +679,6 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 	enum kiwi_digest_alg alg = KIWI_DIGEST_SHA256;
 	if (digest && kiwi_digest_parse(digest, &alg, NULL, err) < 0)
 		return kiwi_error_wrap(err, "%s", label);
-	/* Fail closed, and say why, where openat2 is missing (Linux < 5.6,
-	 * or a seccomp filter that hides it): there is no unsafe fallback. */
-	_cleanup_close_ int probe = resolve(x->root_fd, "", O_PATH | O_DIRECTORY);
-	if (probe < 0)
-		return kiwi_error(err, errno, "openat2", errno == ENOSYS ?
-				  "contained extraction needs openat2 (Linux >= 5.6, not hidden by seccomp)" :
-				  "cannot open the destination");
 	_cleanup_hasher_ kiwi_hasher *h = digest ? kiwi_hasher_new(alg) : NULL;
 	if (digest && !h)
 		return kiwi_error(err, ENOMEM, "unpack", "%s: cannot hash", label);

@@ -2,9 +2,10 @@
 /* Safe extraction of OCI layers (tar, tar+gzip, tar+zstd) into a directory.
  *
  * Every path is resolved from the destination with openat2(RESOLVE_IN_ROOT |
- * RESOLVE_NO_MAGICLINKS), so symlinks, including ones planted by an earlier
- * layer, resolve inside the destination as they will at run time; final
- * components are never followed. Names climbing out with `..`, absolute
+ * RESOLVE_NO_MAGICLINKS), or an equivalent walk where openat2 is missing,
+ * so symlinks, including ones planted by an earlier layer, resolve inside
+ * the destination as they will at run time; final components are never
+ * followed. Names climbing out with `..`, absolute
  * names and whiteouts of `.`/`..` are refused naming the layer and entry.
  * The blob is hashed as libarchive reads it and checked against its
  * descriptor at the end, so nothing is trusted that was not verified: the

@@ -136,3 +136,25 @@ def snapshot(root):
                 info["rdev"] = st.st_rdev
             out[rel] = info
     return out
+
+
+def hide_openat2():
+    """preexec_fn: a seccomp filter making openat2 fail with ENOSYS, as on
+    kernels before 5.6 or under old container profiles (x86_64 only)."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    AUDIT_ARCH_X86_64, NR_OPENAT2 = 0xC000003E, 437
+    prog = [
+        (0x20, 0, 0, 4),                   # load seccomp_data.arch
+        (0x15, 0, 3, AUDIT_ARCH_X86_64),   # another arch: allow
+        (0x20, 0, 0, 0),                   # load seccomp_data.nr
+        (0x15, 0, 1, NR_OPENAT2),
+        (0x06, 0, 0, 0x00050000 | 38),     # SECCOMP_RET_ERRNO | ENOSYS
+        (0x06, 0, 0, 0x7FFF0000),          # SECCOMP_RET_ALLOW
+    ]
+    raw = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in prog))
+    fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(raw)))
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
