@@ -61,6 +61,19 @@ def test_rootfs_is_a_file(kiwi):
     assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, rootfs=f)), mentions=str(f))
 
 
+def test_rootfs_the_caller_cannot_read(kiwi):
+    """A rootfs only root may enter: root runs it, an unprivileged caller
+    gets exit 125 and nothing left behind."""
+    root = kiwi.rootfs_copy()
+    os.chown(root, 0, 0)
+    root.chmod(0o700)
+    res = kiwi.leftovers(run_args(kiwi, rootfs=root, cmd=["true"]))
+    if kiwi.mode == "root":
+        assert res["returncode"] == 0, res
+    else:
+        assert_failed_cleanly(res)
+
+
 def test_unknown_flag(kiwi):
     args = ["run", "--rootfs", kiwi.rootfs, "--no-such-flag", "--", "true"]
     assert_failed_cleanly(kiwi.leftovers(args), mentions="--no-such-flag")

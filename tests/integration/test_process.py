@@ -246,3 +246,19 @@ def test_own_session_without_controlling_tty(kiwi):
     assert st["sid"] == 2, f"not a session leader: {st}"
     res = kiwi.probe("open-w", "/dev/tty")
     assert res["ok"] is False, f"has a controlling terminal: {res}"
+
+
+def test_command_dies_of_sigpipe(kiwi):
+    """The reader of kiwi-run's stdout goes away: the command gets SIGPIPE
+    at its default action, as it would outside."""
+    proc = kiwi.popen(["yes"])
+    try:
+        assert proc.stdout.readline() == "y\n"
+        proc.stdout.close()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == 128 + signal.SIGPIPE, f"exit {proc.returncode}"
