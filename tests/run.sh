@@ -96,13 +96,23 @@ configure build
 say "tests"
 run_meson_tests build main
 
+# A lane whose build fails counts as one failure; the other lanes still run.
+lane_failed() {
+	echo "FAILED to build: $1"
+	failed=$((failed + 1))
+	failures+=("build:$1")
+}
+
 say "tests under ASan+UBSan"
-configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	run_meson_tests build-asan asan --no-suite vm --no-suite man
+if configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; then
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		run_meson_tests build-asan asan --no-suite vm --no-suite man
+else
+	lane_failed asan
+fi
 
 say "fuzzing (${fuzz_seconds}s per target)"
-run_fuzzers
+run_fuzzers || lane_failed fuzz
 
 say "summary"
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
