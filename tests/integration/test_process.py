@@ -255,10 +255,24 @@ def test_command_dies_of_sigpipe(kiwi):
     try:
         assert proc.stdout.readline() == "y\n"
         proc.stdout.close()
-        proc.wait(timeout=10)
+        proc.wait(timeout=5)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         proc.stderr.close()
     assert proc.returncode == 128 + signal.SIGPIPE, f"exit {proc.returncode}"
+
+
+def test_output_passed_through_intact(kiwi):
+    """900 kB of random bytes (under the default output limit) arrive on
+    kiwi-run's stdout exactly as the command wrote them."""
+    work = kiwi.workdir()
+    r = subprocess.run(kiwi.argv(["/bin/sh", "-c", "head -c 900000 /dev/urandom > /workspace/data"
+                                  " && cat /workspace/data"],
+                                 opts=["--bind", f"{work}:/workspace"]),
+                       capture_output=True, env=kiwi.env(), timeout=20, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    data = (work / "data").read_bytes()
+    assert len(data) == 900000
+    assert r.stdout == data, f"{len(r.stdout)} bytes arrived, differing from what was written"
