@@ -523,8 +523,12 @@ int kiwi_egress_gc(unsigned *removed, kiwi_err *err)
 		const char *id = tables.v[i] + strlen(TABLE_PREFIX);
 		if (!our_id(id) || live(id))
 			continue;
-		if (kiwi_egress_delete_table(tables.v[i], NULL, err) < 0)
+		/* EPERM: owned by a live process after all */
+		if (kiwi_egress_delete_table(tables.v[i], NULL, err) < 0) {
+			if (err->errnum == EPERM)
+				continue;
 			return -1;
+		}
 		(*removed)++;
 	}
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);

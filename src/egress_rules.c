@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sandbox's nftables table, on the host side of its veth V. In nft
+/* The sandbox's nftables table, on the host side of its veth V, owned by
+ * kiwi-run's nfnetlink socket (see kiwi_egress_build_table). In nft
  * terms (sets: never, special, allow, ports, pins):
  *
  *   chain forward { type filter hook forward priority 0; policy accept;
@@ -47,6 +48,9 @@ enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS };
 #define NFLOG_SNAPLEN 128
 
 static const uint16_t default_ports[] = { 80, 443 };
+
+/* NFT_TABLE_F_PERSIST (Linux 6.9), an enum older headers lack */
+#define TABLE_F_PERSIST 0x4u
 
 static void match_if(struct nftnl_rule *r, uint32_t key, uint32_t op, int ifindex)
 {
@@ -226,12 +230,12 @@ static void policy_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
 	RULE(n, "decide", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 }
 
-int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err)
+static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 {
 	_cleanup_nft_ struct kiwi_nft *n = kiwi_nft_begin(NFPROTO_INET, e->table, err);
 	if (!n)
 		return -1;
-	kiwi_nft_add_table(n);
+	kiwi_nft_add_table(n, flags);
 	if (sets(n, e, err) < 0)
 		return -1;
 	/* Jump targets first: the kernel checks them as rules arrive. */
@@ -239,6 +243,29 @@ int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err)
 	policy_chain(n, e);
 	hook_chains(n, e);
 	return kiwi_nft_commit(n, e->nft, err);
+}
+
+/* Owned by our nfnetlink socket, the table is skipped by a host's
+ * `nft flush ruleset` (a firewall reload would otherwise remove every
+ * running sandbox's filter) and no other process may delete it.
+ * Persistent, it outlives a killed kiwi-run instead of vanishing a
+ * moment before the sandbox dies, and kiwi-run gc removes it. Kernels
+ * before 6.9 lack PERSIST: there the table is owned only. */
+int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err)
+{
+	uint32_t flags = NFT_TABLE_F_OWNER | TABLE_F_PERSIST;
+	int r = build(e, flags, err);
+	if (r < 0 && (err->errnum == EOPNOTSUPP || err->errnum == EINVAL)) {
+		flags = NFT_TABLE_F_OWNER;
+		r = build(e, flags, err);
+	}
+	if (r < 0 && err->errnum == EEXIST) {
+		/* a dead run's, left for gc, whose block we now hold */
+		if (kiwi_egress_delete_table(e->table, NULL, err) < 0)
+			return -1;
+		r = build(e, flags, err);
+	}
+	return r;
 }
 
 int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err)

@@ -95,7 +95,7 @@ void kiwi_nft_free(struct kiwi_nft *n)
 	free(n);
 }
 
-static void table_msg(struct kiwi_nft *n, uint16_t type, uint16_t flags)
+static void table_msg(struct kiwi_nft *n, uint16_t type, uint16_t flags, uint32_t table_flags)
 {
 	struct nftnl_table *t = nftnl_table_alloc();
 	if (!t) {
@@ -104,6 +104,8 @@ static void table_msg(struct kiwi_nft *n, uint16_t type, uint16_t flags)
 	}
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, n->table);
 	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, (uint32_t)n->family);
+	if (table_flags)
+		nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, table_flags);
 	struct nlmsghdr *nlh = put_msg(n, type, flags, MSG_ROOM);
 	if (nlh) {
 		nftnl_table_nlmsg_build_payload(nlh, t);
@@ -112,18 +114,14 @@ static void table_msg(struct kiwi_nft *n, uint16_t type, uint16_t flags)
 	nftnl_table_free(t);
 }
 
-/* Add, delete, add: one atomic batch that also replaces a leftover table
- * of the same name (a crashed run's) instead of failing on it. */
-void kiwi_nft_add_table(struct kiwi_nft *n)
+void kiwi_nft_add_table(struct kiwi_nft *n, uint32_t flags)
 {
-	table_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE);
-	table_msg(n, NFT_MSG_DELTABLE, 0);
-	table_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL);
+	table_msg(n, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL, flags);
 }
 
 void kiwi_nft_del_table(struct kiwi_nft *n)
 {
-	table_msg(n, NFT_MSG_DELTABLE, 0);
+	table_msg(n, NFT_MSG_DELTABLE, 0, 0);
 }
 
 void kiwi_nft_add_chain(struct kiwi_nft *n, const char *chain, const char *type, int hook, int prio)

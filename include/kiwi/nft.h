@@ -28,7 +28,8 @@ static inline void kiwi_nft_freep(struct kiwi_nft **n)
 }
 #define _cleanup_nft_ __attribute__((cleanup(kiwi_nft_freep)))
 
-void kiwi_nft_add_table(struct kiwi_nft *n);
+/* flags: NFT_TABLE_F_* (0: none). Fails with EEXIST on an existing table. */
+void kiwi_nft_add_table(struct kiwi_nft *n, uint32_t flags);
 void kiwi_nft_del_table(struct kiwi_nft *n);
 /* A base chain when type is not NULL (hook, priority, policy accept),
  * else a regular chain to jump to. */

@@ -169,3 +169,32 @@ def test_killed_run_is_collected_by_gc(egress, world, tools):
     finally:
         live.wait(timeout=20)
     assert live.returncode == 0
+
+
+def test_host_firewall_reload_keeps_the_filter(egress, world, tools):
+    """`nft flush ruleset` (what reloading a host firewall does) while a
+    sandbox runs: its table is owned by kiwi-run, so it is skipped; other
+    processes cannot delete it either."""
+    p = tools["netprobe"]
+    report = egress.scratch / "reload.json"
+    run = subprocess.Popen(world.hx(tools["egresstool"], "run", "--report", str(report), *PUBLIC, "--",
+                                    "/bin/sh", "-c", f"read x; {p} tcp 10.99.0.10 80; {p} tcp 203.0.113.10 80"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not leftovers(world.host)[1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        table = leftovers(world.host)[1][0]
+        flush = subprocess.run(world.hx("nft", "flush", "ruleset"), capture_output=True, text=True)
+        assert flush.returncode == 0, flush.stderr
+        delete = subprocess.run(world.hx("nft", "delete", "table", "inet", table), capture_output=True, text=True)
+        assert delete.returncode != 0, "another process deleted the sandbox's table"
+        assert leftovers(world.host)[1] == [table]
+        out, _ = run.communicate("go\n", timeout=20)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    private, doc = [json.loads(l) for l in out.splitlines()]
+    assert not private["ok"] and private["ms"] < 500, f"the filter is gone: {private}"
+    assert doc["ok"], doc
