@@ -71,9 +71,18 @@ def run(kiwi_run, rootfs, tmp_path, flags, script, timeout=120):
     return Run(p, verdict, wall)
 
 
-def assert_consistent(v):
-    """One field never contradicts another: an OOM kill is not a timeout."""
-    assert not (v["oom_killed"] and v["timed_out"]), v
+def assert_consistent(v, killed_by):
+    """One field never contradicts another: the bound that ended the run is
+    named once, and its flag agrees."""
+    assert v["killed_by"] == killed_by, v
+    flags = {"timeout": v["timed_out"], "output_limit": v["output_limit_hit"],
+             "oom": v["oom_killed"]}
+    for name, flag in flags.items():
+        if name == killed_by:
+            assert flag is True, v
+    if v["cgroup"] is None:
+        assert v["oom_killed"] is None and v["peak_memory_kib"] is None, v
+        assert v["pids_limit_hit"] is None, v
 
 
 # ---- no cgroup needed ----
@@ -89,6 +98,7 @@ def test_timeout_kills_a_daemonised_term_ignorer(kiwi_run, rootfs, tmp_path, no_
     assert r.returncode == 128 + signal.SIGKILL, (r.returncode, v)
     assert r.wall < 2 + 0.5 + 5, f"took {r.wall:.1f} s"
     assert not pids_with_arg("1021") and not pids_with_arg("1022"), "everything is gone"
+    assert_consistent(v, "timeout")
 
 
 def test_output_flood_yields_exactly_the_limit(kiwi_run, rootfs, tmp_path, no_leftovers):
@@ -99,6 +109,7 @@ def test_output_flood_yields_exactly_the_limit(kiwi_run, rootfs, tmp_path, no_le
     assert v["stdout_truncated"] is True and v["stderr_truncated"] is False, v
     assert r.stderr == b"done\n", "the command kept running past the ceiling"
     assert r.returncode == 0 and v["output_limit_hit"] is False, v
+    assert_consistent(v, None)
 
 
 def test_output_limit_kill_keeps_what_came_before(kiwi_run, rootfs, tmp_path, no_leftovers):
@@ -108,6 +119,7 @@ def test_output_limit_kill_keeps_what_came_before(kiwi_run, rootfs, tmp_path, no
     assert len(r.stdout) == 64 << 10 and v["stdout_truncated"], v
     assert v["output_limit_hit"] is True, v
     assert r.stderr == b"first\n", r.stderr
+    assert_consistent(v, "output_limit")
 
 
 def test_disk_filler_hits_enospc_at_the_ceiling(kiwi_run, rootfs, tmp_path, no_leftovers):
@@ -118,6 +130,7 @@ def test_disk_filler_hits_enospc_at_the_ceiling(kiwi_run, rootfs, tmp_path, no_l
     size = int(r.stdout.split()[4])
     assert 7 << 20 <= size <= 8 << 20, size
     assert v["disk_full"] is True, v
+    assert_consistent(v, None)
 
 
 # ---- cgroup limits ----
@@ -135,7 +148,7 @@ def test_memory_bomb_is_oom_killed_with_output_intact(kiwi_run, run_help, rootfs
     assert 32 * 1024 <= v["peak_memory_kib"] <= 64 * 1024 + 64, v
     assert v["cgroup"] and v["cgroup"].startswith("/kiwi.slice/kiwi-"), v
     assert r.returncode == 128 + signal.SIGKILL, r.returncode
-    assert_consistent(v)
+    assert_consistent(v, "oom")
 
 
 def test_fork_bomb_stops_at_pids_max_and_the_host_answers(kiwi_run, run_help, rootfs, tmp_path,
@@ -157,11 +170,13 @@ def test_fork_bomb_stops_at_pids_max_and_the_host_answers(kiwi_run, run_help, ro
     assert slowest < 2.0, f"/bin/true took {slowest:.2f} s during the fork bomb"
     assert v["pids_limit_hit"] is True, v
     assert v["timed_out"] is True, v
+    assert_consistent(v, "timeout")
 
 
 def test_cpus_half_a_core(kiwi_run, run_help, rootfs, tmp_path, no_leftovers):
     need(run_help, "--cpus")
     r = run(kiwi_run, rootfs, tmp_path, ["--cpus", "0.5"], f'timeout 4 sh -c "{SPIN}"; true')
+    assert_consistent(r.verdict, None)
     share = r.verdict["cpu_usage_ms"] / 4000
     assert 0.2 <= share <= 0.8, f"{share:.2f} of a core under --cpus 0.5: {r.verdict}"
     free = run(kiwi_run, rootfs, tmp_path, [], f'timeout 4 sh -c "{SPIN}"; true')
@@ -174,6 +189,7 @@ def test_timeout_kills_the_whole_cgroup(kiwi_run, run_help, rootfs, tmp_path, no
               '</dev/null >/dev/null 2>&1 & sleep 1024')
     r = run(kiwi_run, rootfs, tmp_path, ["--pids", "32", "--timeout", "1s"], script)
     assert r.verdict["timed_out"] is True and not r.verdict["oom_killed"], r.verdict
+    assert_consistent(r.verdict, "timeout")
     assert not pids_with_arg("1023") and not pids_with_arg("1024")
 
 
