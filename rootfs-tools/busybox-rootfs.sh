@@ -1,7 +1,9 @@
 #!/bin/sh
 # Builds a minimal rootfs from Debian's busybox-static: DEST gets a static
 # busybox, its applet links, and the directories kiwi-run mounts over.
-# Rebuilds only when the busybox binary changed (a stamp holds its checksum).
+# Rebuilds only when the busybox binary or the extra files changed (a stamp
+# holds their checksum). DEST is a symlink to DEST.<stamp>, replaced by one
+# rename, so a concurrent user of an older build never sees DEST missing.
 # usage: busybox-rootfs.sh DEST [EXTRA_FILE...]   (extra files land in /usr/local/bin)
 set -eu
 dest=${1:?usage: busybox-rootfs.sh DEST [EXTRA_FILE...]}
@@ -19,7 +21,7 @@ stamp=$(cat "$bb" "$@" 2>/dev/null | sha256sum | cut -c1-16)
 if [ -f "$dest/.kiwi-rootfs-stamp" ] && [ "$(cat "$dest/.kiwi-rootfs-stamp")" = "$stamp" ]; then
   exit 0
 fi
-tmp="$dest.tmp.$$"
+tmp="$dest.$stamp.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 cd "$tmp"
@@ -41,5 +43,18 @@ printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' > etc/hosts
 : > etc/resolv.conf
 echo "$stamp" > .kiwi-rootfs-stamp
 cd - >/dev/null
-rm -rf "$dest"
-mv "$tmp" "$dest"
+version="$dest.$stamp"
+if [ -d "$version" ]; then
+  rm -rf "$tmp"            # another run built the same version meanwhile
+else
+  mv -T "$tmp" "$version"
+fi
+# A real directory from before DEST became a symlink goes once.
+[ -L "$dest" ] || rm -rf "$dest"
+ln -sfn "$(basename "$version")" "$dest.link.$$"
+mv -T "$dest.link.$$" "$dest"
+# Runs still using the versions just replaced keep them: the three newest
+# stay, older ones go.
+ls -1dt "$dest".*/ 2>/dev/null | grep -v '\.tmp\.' | tail -n +4 | while read -r old; do
+  rm -rf "$old"
+done
