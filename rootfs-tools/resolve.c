@@ -42,17 +42,18 @@ static int prepend(struct walk *w, const char *target, const char *after)
 	return 0;
 }
 
-/* Takes the next component off w->rest into comp; false when none is left. */
-static bool next_component(struct walk *w, char *comp, bool *last)
+/* Takes the next component off w->rest into comp: 1, 0 when none is left,
+ * -ENAMETOOLONG for a name no directory can hold. */
+static int next_component(struct walk *w, char *comp, bool *last)
 {
 	char *p = w->rest;
 	while (*p == '/')
 		p++;
 	if (!*p)
-		return false;
+		return 0;
 	size_t n = strcspn(p, "/");
 	if (n > NAME_MAX)
-		n = NAME_MAX; /* the open below fails with ENOENT or ENAMETOOLONG */
+		return -ENAMETOOLONG;
 	memcpy(comp, p, n);
 	comp[n] = '\0';
 	p += strcspn(p, "/");
@@ -61,7 +62,7 @@ static bool next_component(struct walk *w, char *comp, bool *last)
 	while (*q == '/')
 		q++;
 	*last = !*q;
-	return true;
+	return 1;
 }
 
 static int step(struct walk *w, const char *comp, bool last, int flags, int *links, int *out)
@@ -131,8 +132,14 @@ static int walk_resolve(int root_fd, const char *path, int flags)
 	int links = 0, out = -1, r = 0;
 	char comp[NAME_MAX + 1];
 	bool last;
-	while (r == 0 && out < 0 && next_component(w, comp, &last))
+	while (r == 0 && out < 0) {
+		int more = next_component(w, comp, &last);
+		if (more <= 0) {
+			r = more;
+			break;
+		}
 		r = step(w, comp, last, flags, &links, &out);
+	}
 	/* Ended on ".", "..", a followed symlink's emptiness, or nothing at
 	 * all: what we stand on is the answer. */
 	if (r == 0 && out < 0) {
