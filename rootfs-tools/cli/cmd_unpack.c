@@ -22,6 +22,7 @@ static void on_signal(int sig)
 struct progress {
 	bool tty;
 	struct timespec start;
+	double last; /* seconds since start of the last event shown */
 };
 
 static double since(const struct timespec *t0)
@@ -46,6 +47,12 @@ static void write_stats(kiwi_json_writer *w, const struct kiwi_extract_stats *st
 static void on_progress(void *arg, const struct kiwi_extract_stats *st)
 {
 	struct progress *p = arg;
+	/* At most one JSON event a second (a reader keeping the last line must
+	 * not drown), a few a second on a terminal. */
+	double now = since(&p->start);
+	if (now - p->last < (cli_json ? 1.0 : 0.2))
+		return;
+	p->last = now;
 	if (cli_json) {
 		_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 		if (!w)
@@ -59,7 +66,7 @@ static void on_progress(void *arg, const struct kiwi_extract_stats *st)
 	} else if (p->tty) {
 		fprintf(stderr, "\r\033[Klayer %u: %.1f MiB read, %.1f MiB written, %llu entries, %.1fs",
 			st->layers + 1, (double)st->blob_bytes / 1048576.0, (double)st->bytes / 1048576.0,
-			(unsigned long long)st->entries, since(&p->start));
+			(unsigned long long)st->entries, now);
 	}
 }
 
