@@ -70,6 +70,15 @@ static int become_stdio(int from, int to, kiwi_err *err)
 	return 0;
 }
 
+/* What the command's process tells pid 1 through the close-on-exec pipe:
+ * the moment it execs, then, only if that failed, why. One write each, far
+ * below PIPE_BUF, so neither is ever split. */
+struct start_report {
+	uint32_t failed;
+	int64_t mono_ns;
+	kiwi_err err;
+};
+
 /* The command's process, between fork and exec, already without
  * privileges: its working directory and program are looked up with only
  * the rights the command itself will have. */
@@ -108,17 +117,22 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	if (cfg->seccomp && kiwi_seccomp_load(cfg->seccomp, &err) < 0)
 		goto fail;
 	environ = (char **)cfg->envp;
+	/* The command's clock starts here, not when pid 1 next runs: wall_ms
+	 * may include the exec itself, but never misses a moment of it. */
+	struct start_report starting = { .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+	(void)!write(errfd, &starting, sizeof(starting));
 	execvp(cfg->argv[0], cfg->argv);
 	kiwi_error(&err, errno, "exec", "cannot execute `%s`", cfg->argv[0]);
-fail:
-	(void)!write(errfd, &err, sizeof(err));
+fail:;
+	struct start_report failed = { .failed = 1, .err = err };
+	(void)!write(errfd, &failed, sizeof(failed));
 	_exit(127);
 }
 
 /* Forks the command and waits until its exec succeeded or failed: a
  * close-on-exec pipe stays silent on success and carries the error
  * otherwise. */
-static pid_t start_command(const struct kiwi_init_args *args, kiwi_err *err)
+static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err)
 {
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -134,16 +148,29 @@ static pid_t start_command(const struct kiwi_init_args *args, kiwi_err *err)
 		exec_command(args, pipefd[1]);
 	}
 	close(pipefd[1]);
-	kiwi_err child_err;
-	ssize_t n;
-	do
-		n = read(pipefd[0], &child_err, sizeof(child_err));
-	while (n < 0 && errno == EINTR);
+	/* Reports until EOF, which comes with a successful exec; the last one
+	 * says how it went. */
+	struct start_report reports[2], *last = NULL;
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(pipefd[0], (char *)reports + got, sizeof(reports) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof(reports))
+			break;
+	}
 	close(pipefd[0]);
-	if (n == 0)
+	if (got >= sizeof(reports[0]) && got % sizeof(reports[0]) == 0)
+		last = &reports[got / sizeof(reports[0]) - 1];
+	if (last && !last->failed) {
+		*exec_ns = last->mono_ns;
 		return pid;
-	if (n == (ssize_t)sizeof(child_err))
-		*err = child_err;
+	}
+	if (last)
+		*err = last->err;
 	else
 		kiwi_error(err, EPROTO, "exec", "lost the command's start-up report");
 	return -1;
@@ -292,12 +319,13 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		goto fail;
 
 	/* #2: start the command and tell the parent how that went. */
-	pid_t cmd = start_command(args, &err);
+	int64_t exec_ns = 0;
+	pid_t cmd = start_command(args, &exec_ns, &err);
 	if (cmd < 0)
 		goto fail;
 	m = (struct kiwi_sync_msg){
 		.type = KIWI_SYNC_EXEC_OK,
-		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
+		.mono_ns = exec_ns,
 		.real_ns = kiwi_clock_ns(CLOCK_REALTIME),
 	};
 	kiwi_sync_send(sock, &m);

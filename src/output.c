@@ -60,10 +60,16 @@ int kiwi_output_pump(struct kiwi_output *o, kiwi_err *err)
 		o->bytes += (uint64_t)n;
 		if (o->bytes > o->limit)
 			o->truncated = true;
-		/* A reader that went away (EPIPE) must not stop the capture:
-		 * the command keeps running and the counts stay honest. */
-		if (pass && o->dest_fd >= 0 && write_all(o->dest_fd, buf, pass) < 0 && errno != EPIPE)
+		if (pass && o->dest_fd >= 0 && write_all(o->dest_fd, buf, pass) < 0) {
+			/* Our reader went away: so does the command's, and its
+			 * next write meets SIGPIPE, as it would outside. */
+			if (errno == EPIPE) {
+				close(o->read_fd);
+				o->read_fd = -1;
+				return 0;
+			}
 			return kiwi_error(err, errno, "output", "cannot pass the command's output on");
+		}
 	}
 	return 0;
 }
