@@ -354,42 +354,6 @@ static int compress_blob(int blobs_fd, const struct kiwi_descriptor *tar,
 	return blob_commit(&b, out, err);
 }
 
-static void emit_json(kiwi_json_writer *w, const kiwi_json *j)
-{
-	long long i;
-	double dbl;
-	bool b;
-	switch (kiwi_json_type_of(j)) {
-	case KIWI_JSON_OBJECT:
-		kiwi_jw_open_object(w);
-		for (size_t k = 0; k < kiwi_json_len(j); k++) {
-			kiwi_jw_key(w, kiwi_json_key_at(j, k));
-			emit_json(w, kiwi_json_at(j, k));
-		}
-		kiwi_jw_close_object(w);
-		break;
-	case KIWI_JSON_ARRAY:
-		kiwi_jw_open_array(w);
-		for (size_t k = 0; k < kiwi_json_len(j); k++)
-			emit_json(w, kiwi_json_at(j, k));
-		kiwi_jw_close_array(w);
-		break;
-	case KIWI_JSON_STRING: kiwi_jw_string(w, kiwi_json_string(j)); break;
-	case KIWI_JSON_NUMBER:
-		if (kiwi_json_int(j, &i))
-			kiwi_jw_int(w, i);
-		else if (kiwi_json_double(j, &dbl))
-			kiwi_jw_double(w, dbl);
-		break;
-	case KIWI_JSON_BOOL:
-		if (kiwi_json_bool(j, &b))
-			kiwi_jw_bool(w, b);
-		break;
-	case KIWI_JSON_NULL:
-	default: kiwi_jw_null(w); break;
-	}
-}
-
 static void emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)
 {
 	kiwi_jw_key(w, "mediaType");
@@ -502,7 +466,7 @@ static int update_index(int layout_fd, const char *tag, const struct kiwi_descri
 		const char *ref = kiwi_json_string(kiwi_json_get(kiwi_json_get(e, "annotations"),
 								 KIWI_OCI_REF_ANNOTATION));
 		if (!ref || strcmp(ref, tag))
-			emit_json(w, e);
+			kiwi_jw_value(w, e);
 	}
 	kiwi_jw_open_object(w);
 	emit_descriptor(w, "application/vnd.oci.image.manifest.v1+json", m);

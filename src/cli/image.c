@@ -80,11 +80,24 @@ static int unpack_into_cache(const char *ref, const char *cache_dir, char *line,
 	_cleanup_close_ int rd = p[0];
 	if (pid < 0)
 		return kiwi_error(err, errno, "image", "cannot start kiwi-rootfs");
-	_cleanup_free_ char *out = calloc(1, 1 << 16);
+	/* Drained to the end, whatever the length (progress events come
+	 * before the result); only the lines at the tail are kept. */
+	const size_t cap = 1 << 16;
+	_cleanup_free_ char *out = calloc(1, cap);
 	size_t used = 0;
 	ssize_t n;
-	while (out && (n = read(rd, out + used, (1 << 16) - 1 - used)) > 0)
+	while (out && (n = read(rd, out + used, cap - 1 - used)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
 		used += (size_t)n;
+		if (used == cap - 1) {
+			size_t keep = cap / 2;
+			memmove(out, out + used - keep, keep);
+			used = keep;
+		}
+	}
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
