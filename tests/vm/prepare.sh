@@ -231,10 +231,12 @@ KIWI_VM_KVER=$(cat "$kdir/kver")
 KIWI_VM_INITRD=$initrd
 EOF
   mv "$cache/current.env.tmp" "$cache/current.env"
-  # Old builds are dead weight once a new one is in place; an hour's grace
-  # spares a VM another checkout is starting with one right now.
-  find "$cache" -maxdepth 1 -name 'initramfs-*.cpio' ! -path "$initrd" -mmin +60 -delete
-  find "$cache/kernel" -mindepth 1 -maxdepth 1 ! -path "$kdir" -exec rm -rf {} +
+  # Builds nobody has prepared for an hour are dead weight. Each run marks
+  # what it uses, so a VM that another checkout is running right now keeps
+  # its kernel, modules and initramfs.
+  touch "$kdir" "$initrd"
+  find "$cache" -maxdepth 1 -name 'initramfs-*.cpio' -mmin +60 -delete
+  find "$cache/kernel" -mindepth 1 -maxdepth 1 -mmin +60 -exec rm -rf {} +
   log "ready: $kdir"
 }
 
