@@ -166,12 +166,14 @@ def test_gc_after_kiwi_run_is_killed(run, world, tools):
     import time
     p = subprocess.Popen(world.hx(run.kiwi_run, "run", "--rootfs", run.rootfs, *PUBLIC, "--", "sleep", "30"),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not leftovers(world.host)[1] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftovers(world.host)[1], "the run's table never appeared"
-    p.send_signal(signal.SIGKILL)  # ip netns exec execs: this is kiwi-run
-    p.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while not leftovers(world.host)[1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers(world.host)[1], "the run's table never appeared"
+    finally:
+        p.send_signal(signal.SIGKILL)  # ip netns exec execs: this is kiwi-run
+        p.wait()
     deadline = time.monotonic() + 10
     while leftovers(world.host)[0] and time.monotonic() < deadline:
         time.sleep(0.05)

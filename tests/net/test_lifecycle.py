@@ -106,7 +106,11 @@ def test_neighbour_server_is_up(egress, world, tools):
         r = subprocess.run(world.hx(tools["netprobe"], "tcp", sandbox, "7000"), capture_output=True, text=True)
         assert json.loads(r.stdout)["ok"], r.stdout
     finally:
-        p.wait(timeout=10)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()  # egresstool; its child dies with it (pdeathsig)
+            p.wait()
 
 
 @pytest.mark.parametrize("opts,says", [
@@ -167,7 +171,14 @@ def test_killed_run_is_collected_by_gc(egress, world, tools):
         veths, tables = leftovers(world.host)
         assert len(tables) == 1, "the live run keeps its table"
     finally:
-        live.wait(timeout=20)
+        try:
+            live.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            live.kill()
+            live.wait()
+        if dead.poll() is None:
+            dead.kill()
+            dead.wait()
     assert live.returncode == 0
 
 
