@@ -12,7 +12,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-checks=(controllers memory-oom pids-max userns delegation modules)
+checks=(controllers memory-oom pids-max userns delegation modules pivot-root)
 all_ok=3
 
 # ---- inside the guest -------------------------------------------------------
@@ -127,6 +127,20 @@ check_modules() {
     ok modules
   else
     not_ok modules "failed:$failed_parts"
+  fi
+}
+
+# A runtime moves into its rootfs with pivot_root(2), which refuses to
+# work when the root is the initramfs: the guest's root must be a real
+# mount for this to pass.
+check_pivot_root() {
+  local out
+  out=$(unshare --mount sh -c 'mount --make-rprivate / && mkdir -p /tmp/pr && mount -t tmpfs pr /tmp/pr &&
+                               mkdir /tmp/pr/old && cd /tmp/pr && pivot_root . old && echo pivoted' 2>&1) || true
+  if [ "$out" = pivoted ]; then
+    ok pivot-root
+  else
+    not_ok pivot-root "$out"
   fi
 }
 
