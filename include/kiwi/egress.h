@@ -8,9 +8,9 @@
  *   before clone:  kiwi_egress_prepare()  (checks, name resolution, address)
  *   after clone, before the child goes on (sync #1):
  *                  kiwi_egress_setup()    (veth into the child's netns, table)
- *   in the child:  bind child.hosts_path and child.resolv_path read-only
- *                  over /etc/hosts and /etc/resolv.conf; nothing else (the
- *                  parent configures the sandbox's end of the veth)
+ *   the mounts:    bind child.hosts_path and child.resolv_path read-only
+ *                  over /etc/hosts and /etc/resolv.conf; the child does
+ *                  nothing else (setup configures its end of the veth)
  *   while running: poll kiwi_egress_audit_fd(), then kiwi_egress_audit_read()
  *   at the end:    kiwi_egress_audit_read(), kiwi_egress_write_verdict(),
  *                  and only after the verdict is out, kiwi_egress_teardown(). */
@@ -114,7 +114,8 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 int kiwi_egress_audit_fd(const struct kiwi_egress *e);
 int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err);
 /* "egress_blocked": [{proto, dst, port, count}] (at most 64 entries) and
- * "egress_blocked_other": packets that did not fit, into an open object. */
+ * "egress_blocked_other": packets that did not fit plus the times the
+ * kernel dropped log messages, into an open object. NULL e: none. */
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
