@@ -2,6 +2,7 @@
 """kiwi-run run --network none|egress end to end, in the fake world: the
 real launcher (user namespace, read-only busybox rootfs, no capabilities
 left) with netprobe inside. Skipped while kiwi-run has no --network."""
+import fcntl
 import json
 import os
 import subprocess
@@ -32,14 +33,18 @@ def kiwi_run():
 
 @pytest.fixture(scope="module")
 def rootfs(tools):
-    """The busybox rootfs with netprobe in /usr/local/bin and an
-    /etc/resolv.conf to bind over; cached like the integration suite's."""
+    """The busybox rootfs with netprobe in /usr/local/bin (and the
+    /etc/resolv.conf the script makes to bind over); cached like the
+    integration suite's."""
     dest = Path("/var/tmp/kiwi-net-rootfs")
-    r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(dest), tools["netprobe"]],
-                       capture_output=True, text=True)
+    with open(f"{dest}.lock", "w") as lock:  # concurrent sessions share the cache
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(dest),
+                            tools["netprobe"]], capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
-    (dest / "etc" / "resolv.conf").touch()
+    if not (dest / "etc" / "resolv.conf").exists():
+        pytest.skip("the rootfs has no /etc/resolv.conf to bind over (busybox-rootfs.sh too old)")
     return str(dest)
 
 
