@@ -4,17 +4,24 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 static int write_proc_file(pid_t pid, const char *name, const char *text, kiwi_err *err)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return kiwi_error(err, errno, "userns", "cannot open `%s`", path);
+	/* The host's procfs, checked: never a file something else mounted
+	 * there. */
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0 || sf.f_type != PROC_SUPER_MAGIC)
+		return kiwi_error(err, EXDEV, "userns", "`%s` is not on a procfs", path);
 	size_t len = strlen(text);
 	/* The kernel takes a map in a single write, or not at all. */
 	ssize_t n = write(fd, text, len);
