@@ -256,7 +256,7 @@ static int add_env(struct run_args *a, char *kv)
 	return 0;
 }
 
-static int parse_run_args(int argc, char **argv, struct run_args *a)
+static void set_defaults(struct run_args *a)
 {
 	a->cfg.limits = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
 	kiwi_egress_config_init(&a->egress);
@@ -268,84 +268,57 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 	/* A terminal is never handed to the sandbox (the TIOCSTI class). */
 	a->cfg.stdin_null = isatty(STDIN_FILENO);
 	a->verdict_fd = -1;
+}
 
-	opterr = 0;
-	optind = 1;
-	int c, longindex = 0;
-	while ((c = getopt_long(argc, argv, "+", run_options, &longindex)) != -1) {
-		switch (c) {
-		case OPT_ROOTFS: a->cfg.rootfs = optarg; break;
-		case OPT_HOSTNAME: a->cfg.hostname = optarg; break;
-		case OPT_CWD: a->cfg.cwd = optarg; a->cwd_set = true; break;
-		case OPT_IMAGE: a->image = optarg; break;
-		case OPT_IMAGE_CACHE: a->image_cache = optarg; break;
-		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
-		case OPT_VERDICT: a->verdict_path = optarg; break;
-		case OPT_SECCOMP: a->seccomp = optarg; break;
-		case OPT_OUTPUT_LIMIT_KILL: a->cfg.output_limit_kill = true; break;
-		case OPT_STDOUT: a->stdout_path = optarg; break;
-		case OPT_STDERR: a->stderr_path = optarg; break;
-		case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
-		case OPT_LANDLOCK: a->cfg.landlock = true; break;
-		case OPT_NETWORK:
-			if (strcmp(optarg, "none") && strcmp(optarg, "egress"))
-				return kiwi_cli_usage_error("run", "--network wants none or egress, got `%s`", optarg);
-			a->network_egress = !strcmp(optarg, "egress");
-			break;
-		case OPT_EGRESS_SETTING:
-			if (kiwi_egress_config_add(&a->egress, run_options[longindex].name, optarg, &a->err) < 0) {
-				kiwi_cli_print_error(&a->err);
-				return -1;
-			}
-			if (!a->egress_flag)
-				a->egress_flag = run_options[longindex].name;
-			break;
-		case OPT_TIMEOUT:
-		case OPT_KILL_GRACE:
-		case OPT_OUTPUT_LIMIT:
-		case OPT_DISK:
-		case OPT_MEMORY:
-		case OPT_MEMORY_SWAP:
-		case OPT_PIDS:
-		case OPT_CPUS:
-		case OPT_IO_WEIGHT:
-		case OPT_IO_MAX:
-			if (parse_bound(a, c, optarg) < 0) {
-				kiwi_cli_print_error(&a->err);
-				return -1;
-			}
-			break;
-		case OPT_ENV:
-			if (!strchr(optarg, '=') || optarg[0] == '=')
-				return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", optarg);
-			a->user_env[a->n_user_env++] = optarg;
-			break;
-		case OPT_BIND:
-			if (parse_bind(optarg, &a->binds[a->cfg.n_binds]) < 0)
-				return kiwi_cli_usage_error("run", "--bind wants SRC:/DST[:ro], got `%s`", optarg);
-			a->cfg.n_binds++;
-			break;
-		case OPT_PRESERVE_FD:
-			if (parse_fd(optarg, &a->preserve[a->cfg.n_preserve_fds]) < 0 ||
-			    a->preserve[a->cfg.n_preserve_fds] < 3)
-				return kiwi_cli_usage_error("run", "--preserve-fd wants a number >= 3, got `%s`", optarg);
-			a->cfg.n_preserve_fds++;
-			break;
-		case OPT_VERDICT_FD:
-			if (parse_fd(optarg, &a->verdict_fd) < 0 || fcntl(a->verdict_fd, F_GETFD) < 0)
-				return kiwi_cli_usage_error("run", "--verdict-fd `%s` is not an open fd", optarg);
-			break;
-		case OPT_HELP:
-			run_usage();
-			return -2;
-		case '?':
-		default:
-			if (optopt)
-				return kiwi_cli_usage_error("run", "option `%s` is missing its value or unknown",
-							    argv[optind - 1]);
-			return kiwi_cli_usage_error("run", "unknown option `%s`", argv[optind - 1]);
-		}
+/* The options whose value must be checked. Returns 0, or non-zero once the
+ * error is printed. */
+static int take_checked_option(struct run_args *a, int c, const char *name, const char *value)
+{
+	switch (c) {
+	case OPT_NETWORK:
+		if (strcmp(value, "none") && strcmp(value, "egress"))
+			return kiwi_cli_usage_error("run", "--network wants none or egress, got `%s`", value);
+		a->network_egress = !strcmp(value, "egress");
+		return 0;
+	case OPT_EGRESS_SETTING:
+		if (!a->egress_flag)
+			a->egress_flag = name;
+		if (kiwi_egress_config_add(&a->egress, name, value, &a->err) == 0)
+			return 0;
+		kiwi_cli_print_error(&a->err);
+		return -1;
+	case OPT_ENV:
+		if (!strchr(value, '=') || value[0] == '=')
+			return kiwi_cli_usage_error("run", "--env wants K=V, got `%s`", value);
+		a->user_env[a->n_user_env++] = (char *)value;
+		return 0;
+	case OPT_BIND:
+		if (parse_bind((char *)value, &a->binds[a->cfg.n_binds]) < 0)
+			return kiwi_cli_usage_error("run", "--bind wants SRC:/DST[:ro], got `%s`", value);
+		a->cfg.n_binds++;
+		return 0;
+	case OPT_PRESERVE_FD:
+		if (parse_fd(value, &a->preserve[a->cfg.n_preserve_fds]) < 0 ||
+		    a->preserve[a->cfg.n_preserve_fds] < 3)
+			return kiwi_cli_usage_error("run", "--preserve-fd wants a number >= 3, got `%s`", value);
+		a->cfg.n_preserve_fds++;
+		return 0;
+	case OPT_VERDICT_FD:
+		if (parse_fd(value, &a->verdict_fd) < 0 || fcntl(a->verdict_fd, F_GETFD) < 0)
+			return kiwi_cli_usage_error("run", "--verdict-fd `%s` is not an open fd", value);
+		return 0;
+	default:
+		/* The bounds and limits: sizes, durations, counts. */
+		if (parse_bound(a, c, value) == 0)
+			return 0;
+		kiwi_cli_print_error(&a->err);
+		return -1;
 	}
+}
+
+/* What only the whole command line can tell. */
+static int check_run_args(int argc, char **argv, struct run_args *a)
+{
 	if (!a->cfg.rootfs == !a->image)
 		return kiwi_cli_usage_error("run", "give one of --rootfs and --image");
 	if (a->egress_flag && !a->network_egress)
@@ -364,6 +337,44 @@ static int parse_run_args(int argc, char **argv, struct run_args *a)
 	a->cfg.binds = a->binds;
 	a->cfg.preserve_fds = a->preserve;
 	return 0;
+}
+
+static int parse_run_args(int argc, char **argv, struct run_args *a)
+{
+	set_defaults(a);
+	opterr = 0;
+	optind = 1;
+	int c, r, longindex = 0;
+	while ((c = getopt_long(argc, argv, "+", run_options, &longindex)) != -1) {
+		switch (c) {
+		case OPT_ROOTFS: a->cfg.rootfs = optarg; break;
+		case OPT_HOSTNAME: a->cfg.hostname = optarg; break;
+		case OPT_CWD: a->cfg.cwd = optarg; a->cwd_set = true; break;
+		case OPT_IMAGE: a->image = optarg; break;
+		case OPT_IMAGE_CACHE: a->image_cache = optarg; break;
+		case OPT_RW_ROOT: a->cfg.rw_root = true; break;
+		case OPT_VERDICT: a->verdict_path = optarg; break;
+		case OPT_SECCOMP: a->seccomp = optarg; break;
+		case OPT_OUTPUT_LIMIT_KILL: a->cfg.output_limit_kill = true; break;
+		case OPT_STDOUT: a->stdout_path = optarg; break;
+		case OPT_STDERR: a->stderr_path = optarg; break;
+		case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
+		case OPT_LANDLOCK: a->cfg.landlock = true; break;
+		case OPT_HELP:
+			run_usage();
+			return -2;
+		case '?':
+			if (optopt)
+				return kiwi_cli_usage_error("run", "option `%s` is missing its value or unknown",
+							    argv[optind - 1]);
+			return kiwi_cli_usage_error("run", "unknown option `%s`", argv[optind - 1]);
+		default:
+			if ((r = take_checked_option(a, c, run_options[longindex].name, optarg)) != 0)
+				return r;
+			break;
+		}
+	}
+	return check_run_args(argc, argv, a);
 }
 
 /* The environment is built, never copied: PATH and HOME, the image's Env,
