@@ -40,7 +40,8 @@ def rootfs(tmp_path_factory):
         pytest.fail(f"KIWI_BOUNDS_ROOTFS={src!r} holds no busybox rootfs")
     dest = tmp_path_factory.mktemp("rootfs") / "r"
     # cp, not shutil.copytree: one process instead of a Python loop under TCG.
-    subprocess.run(["cp", "-a", src, str(dest)], check=True)
+    # realpath: busybox-rootfs.sh makes the path a symlink to its current version.
+    subprocess.run(["cp", "-a", os.path.realpath(src), str(dest)], check=True)
     return str(dest)
 
 
