@@ -5,7 +5,7 @@
 # (bench/startbench.c). Prints ratios only: absolute times under TCG say
 # nothing about a real host.
 #
-# usage: bench/cgroup-cost.sh [--kiwi PATH] [--runs N]
+# usage: bench/cgroup-cost.sh [--kiwi PATH] [--runs N] [--cgtool PATH]
 # Runs as root on the host: builds the rootfs, the crun bundles and the
 # driver into a scratch dir under the repo (the guest sees the repo), then
 # boots one VM (tests/vm/run.sh) that runs the measurement.
@@ -16,6 +16,9 @@
 #   crun          crun --cgroup-manager=disabled, no linux.resources
 #   crun-cgroup   crun --cgroup-manager=cgroupfs, no linux.resources (a cgroup, no limits)
 #   crun-limits   crun --cgroup-manager=cgroupfs with the same four limits
+# With --cgtool (tests/bounds/cgtool from a build), it also times the cgroup
+# module alone: create + destroy with the four limits, no process, as a
+# fraction of kiwi-run's median start.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,7 +57,7 @@ in_guest() {
   local work=$1 kiwi=$2 runs=$3 rootfs
   [ "$(cat /sys/fs/cgroup/cgroup.controllers)" != "" ] || fail "no cgroup v2 controllers in the guest"
   rootfs=/tmp/cgbench-rootfs
-  cp -a "$work/rootfs" "$rootfs"
+  cp -a "$(readlink -f "$work/rootfs")" "$rootfs"  # the rootfs path is a symlink to its version
   sed -i "s|@ROOTFS@|$rootfs|" "$work"/bundle-*/config.json
   echo "- guest: kernel $(uname -r), $(nproc) vCPUs (TCG), controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
   echo "- crun $(crun --version | awk 'NR == 1 { print $3 }'); kiwi-run tree $(git -C "$(dirname "$work")" rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -68,7 +71,17 @@ in_guest() {
     "crun-cgroup=crun --root /tmp/crun-state --cgroup-manager=cgroupfs run --bundle $work/bundle-none cgb-{n}" \
     "crun-limits=crun --root /tmp/crun-state --cgroup-manager=cgroupfs run --bundle $work/bundle-limits cgb-{n}" \
     > "$work/startbench.out" 2>&1 || { cat "$work/startbench.out" >&2; fail "a start failed"; }
-  table "$work/startbench.out" | ratios
+  table "$work/startbench.out" > "$work/table"
+  ratios < "$work/table"
+  if [ -x "$work/cgtool" ]; then
+    local n=200 t0 t1 kiwi_med
+    t0=$(date +%s%N)
+    "$work/cgtool" cycles "${limits[@]}" "$n" > /dev/null
+    t1=$(date +%s%N)
+    kiwi_med=$(awk '$1 == "kiwi" { print $2 }' "$work/table")
+    awk -v ns=$((t1 - t0)) -v n=$n -v med="$kiwi_med" 'BEGIN {
+      printf "| module alone: one create + destroy with the limits / kiwi median start | %.2f | |\n", ns / n / 1e6 / med }'
+  fi
   local left
   left=$(find /sys/fs/cgroup -name 'kiwi-*' -o -name 'cgb-*' | wc -l)
   echo
@@ -112,12 +125,13 @@ PY
 
 work=
 on_host() {
-  local kiwi= runs=200
+  local kiwi= runs=200 cgtool=
   while [ $# -gt 0 ]; do
     case $1 in
       --kiwi) kiwi=$2; shift 2 ;;
       --runs) runs=$2; shift 2 ;;
-      -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+      --cgtool) cgtool=$2; shift 2 ;;
+      -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
       *) fail "unknown argument '$1'" ;;
     esac
   done
@@ -131,6 +145,7 @@ on_host() {
   trap '[ -z "$work" ] || rm -rf "$work"' EXIT
   # A copy inside the scratch dir: the guest sees only the repo.
   cp "$kiwi" "$work/kiwi-run"
+  [ -z "$cgtool" ] || cp "$cgtool" "$work/cgtool"
   "$repo/rootfs-tools/busybox-rootfs.sh" "$work/rootfs"
   cc -O2 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$work/startbench" "$here/startbench.c"
   make_bundle "$work/bundle-none" 0
