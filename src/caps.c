@@ -22,16 +22,15 @@ int kiwi_caps_drop_all(kiwi_err *err)
 	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
 		return kiwi_error(err, errno, "caps", "cannot lock securebits");
 
-	/* The kernel may know capabilities newer than our headers: probe until
-	 * PR_CAPBSET_READ says EINVAL instead of trusting CAP_LAST_CAP. */
+	/* The kernel may know capabilities newer than our headers: drop until
+	 * it says EINVAL (no such capability) instead of trusting CAP_LAST_CAP.
+	 * One call per capability: this runs on every sandbox start. */
 	for (int cap = 0;; cap++) {
-		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break;
-			return kiwi_error(err, errno, "caps", "cannot read bounding capability %d", cap);
-		}
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return kiwi_error(err, errno, "caps", "cannot drop bounding capability %d", cap);
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL && cap > 0)
+			break;
+		return kiwi_error(err, errno, "caps", "cannot drop bounding capability %d", cap);
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return kiwi_error(err, errno, "caps", "cannot clear the ambient set");
