@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import time
 from datetime import datetime, timedelta, timezone
 
 from conftest import explain, signal_when_ready
@@ -29,14 +30,30 @@ def check_shape(v):
 
 
 def run_with_verdict(kiwi, cmd, opts=(), rootfs=None):
+    """Runs CMD with --verdict; checks the verdict's times against the
+    host's clock around the run: started_at inside it, wall and CPU times
+    no longer than it (a unit slip, µs for ms, shows here)."""
     out = kiwi.workdir() / "verdict.json"
+    before = datetime.now(timezone.utc) - timedelta(milliseconds=50)
+    t0 = time.monotonic()
     r = kiwi.run(cmd, opts=["--verdict", out, *opts], rootfs=rootfs)
+    elapsed_ms = (time.monotonic() - t0) * 1000
+    after = datetime.now(timezone.utc) + timedelta(milliseconds=50)
     assert out.exists(), f"no verdict written: {explain(r)}"
     text = out.read_text()
     try:
-        return r, json.loads(text)
+        v = json.loads(text)
     except ValueError:
         raise AssertionError(f"the verdict is not one JSON value: {text!r}")
+    if isinstance(v.get("started_at"), str) and RFC3339_UTC.fullmatch(v["started_at"]):
+        started = datetime.fromisoformat(v["started_at"].replace("Z", "+00:00"))
+        assert before <= started <= after, f"started_at {started} outside the run {before}..{after}"
+    if isinstance(v.get("wall_ms"), (int, float)):
+        assert v["wall_ms"] <= elapsed_ms, f"wall_ms {v['wall_ms']} > the whole run {elapsed_ms}"
+    cpu = [v.get(k) for k in ("cpu_user_ms", "cpu_sys_ms")]
+    if all(isinstance(c, (int, float)) for c in cpu):
+        assert sum(cpu) <= elapsed_ms * (os.cpu_count() or 1) + 20, f"CPU {cpu} ms in {elapsed_ms} ms"
+    return r, v
 
 
 def test_verdict_exit_code(kiwi):
@@ -51,6 +68,25 @@ def test_verdict_success(kiwi):
     assert r.returncode == 0, explain(r)
     check_shape(v)
     assert v["exit_code"] == 0 and v["signal"] is None and v["error"] is None, v
+
+
+def test_verdict_high_exit_code_is_not_a_signal(kiwi):
+    r, v = run_with_verdict(kiwi, ["kiwi-probe", "exit", "137"])
+    assert r.returncode == 137, explain(r)
+    check_shape(v)
+    assert v["exit_code"] == 137 and v["signal"] is None, v
+
+
+def test_verdict_on_stdout_after_output(kiwi):
+    """--verdict-fd 1: the command's output, then the verdict, last."""
+    r = kiwi.run(["/bin/sh", "-c", "echo hello; echo oops >&2"], opts=["--verdict-fd", "1"])
+    assert r.returncode == 0, explain(r)
+    first, rest = r.stdout.split("\n", 1)
+    assert first == "hello", explain(r)
+    v = json.loads(rest)
+    check_shape(v)
+    assert v["exit_code"] == 0, v
+    assert r.stderr == "oops\n", explain(r)
 
 
 def test_verdict_signal(kiwi):
