@@ -102,6 +102,7 @@ struct run_args {
 	char **user_env;     /* --env, applied last */
 	size_t n_user_env;
 	const char *image, *image_cache;
+	char **image_argv;   /* Entrypoint + Cmd when no command was given; freed */
 	bool cwd_set;
 	const char *verdict_path;
 	int verdict_fd;
@@ -424,7 +425,7 @@ static int apply_image(struct run_args *a, struct kiwi_cli_image *img, kiwi_err 
 	if (!a->cwd_set && img->working_dir)
 		a->cfg.cwd = img->working_dir;
 	if (!a->cfg.argv) {
-		a->cfg.argv = image_command(img);
+		a->cfg.argv = a->image_argv = image_command(img);
 		if (!a->cfg.argv || !a->cfg.argv[0])
 			return kiwi_error(err, EINVAL, "image", "`%s` has no Entrypoint or Cmd: give a "
 					  "command after `--`", a->image);
@@ -490,12 +491,12 @@ int kiwi_cmd_run(int argc, char **argv)
 		return KIWI_EXIT_FAILED;
 
 	kiwi_err err = { 0 };
-	struct kiwi_cli_image img = { .pin_fd = -1 };
-	_cleanup_close_ int pin = -1;
+	_cleanup_(kiwi_cli_image_clear) struct kiwi_cli_image img = { .pin_fd = -1 };
 	_cleanup_free_ char **env = NULL;
+	_cleanup_free_ char **image_argv = NULL;
 	if (a.image) {
 		bool ok = apply_image(&a, &img, &err) == 0;
-		pin = img.pin_fd;
+		image_argv = a.image_argv;
 		if (!ok) {
 			kiwi_cli_print_error(&err);
 			return KIWI_EXIT_FAILED;

@@ -121,6 +121,25 @@ static int unpack_into_cache(const char *ref, const char *cache_dir, char *line,
 	return 0;
 }
 
+static void free_strv(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+void kiwi_cli_image_clear(struct kiwi_cli_image *img)
+{
+	free(img->rootfs);
+	free_strv(img->env);
+	free_strv(img->entrypoint);
+	free_strv(img->cmd);
+	free(img->working_dir);
+	if (img->pin_fd >= 0)
+		close(img->pin_fd);
+	*img = (struct kiwi_cli_image){ .pin_fd = -1 };
+}
+
 /* A JSON array of strings as a NULL-terminated vector; null gives NULL
  * with ok set, anything else fails. */
 static char **string_array(const kiwi_json *j, bool *ok)
@@ -132,8 +151,10 @@ static char **string_array(const kiwi_json *j, bool *ok)
 	char **v = calloc(n + 1, sizeof(*v));
 	for (size_t i = 0; v && i < n; i++) {
 		const char *s = kiwi_json_string(kiwi_json_at(j, i));
-		if (!s || !(v[i] = strdup(s)))
-			return NULL;  /* kiwi-run exits soon after; not worth unwinding */
+		if (!s || !(v[i] = strdup(s))) {
+			free_strv(v);
+			return NULL;
+		}
 	}
 	*ok = v != NULL;
 	return v;

@@ -18,5 +18,7 @@ struct kiwi_cli_image {
  * reads the image's defaults. */
 int kiwi_cli_image_resolve(const char *ref, const char *cache_dir, struct kiwi_cli_image *img,
 			   kiwi_err *err);
+/* Frees what resolve filled and unpins the entry. */
+void kiwi_cli_image_clear(struct kiwi_cli_image *img);
 
 #endif
