@@ -158,6 +158,21 @@ def test_command_cannot_trace_init(kiwi):
     assert r.stdout == "", f"the command can follow init's fds: {explain(r)}"
 
 
+def test_init_reveals_no_host_paths(kiwi):
+    """The sandbox's init is a fork of kiwi-run: its command line (readable
+    by the command) would name the rootfs, bind sources and verdict path of
+    the host unless kiwi-run hides them."""
+    src = kiwi.workdir()
+    verdict = kiwi.workdir() / "verdict.json"
+    r = kiwi.run(["/bin/sh", "-c", "cat /proc/1/cmdline /proc/1/comm; readlink /proc/1/exe; true"],
+                 opts=["--bind", f"{src}:/workspace:ro", "--verdict", verdict,
+                       "--env", "NOT_FOR_INIT=kiwi-secret-value"])
+    assert r.returncode == 0 and "/proc/1/cmdline" not in r.stderr, explain(r)
+    seen = r.stdout.replace("\0", " ")
+    for host_thing in (str(src), str(verdict), kiwi.rootfs, kiwi.binary, "kiwi-secret-value"):
+        assert host_thing not in seen, f"{host_thing} visible through /proc/1: {seen!r}"
+
+
 def test_runs_as_uid_0_mapped_to_caller(kiwi):
     st = kiwi.probe("status")
     assert st["Uid"].split() == ["0"] * 4 and st["Gid"].split() == ["0"] * 4, st
