@@ -519,6 +519,7 @@ static int cmd_spin(int argc, char **argv)
 		for (int i = 0; i < 100000; i++)
 			sink += (unsigned long)i;
 	}
+	(void)sink;
 	return 0;
 }
 
