@@ -91,6 +91,11 @@ def rootfs(session_dir, attack_binary):
         os.umask(old)
     if r.returncode != 0:
         pytest.exit(f"busybox-rootfs.sh failed:\n{r.stdout}{r.stderr}", 2)
+    # The bind destinations the tests use exist, as in a real image: a
+    # rootless caller cannot create them in this root-owned tree, and a
+    # root-mode test creating one first must not decide whether rootless passes.
+    for mount_point in ("ro", "workspace"):
+        (dest / mount_point).mkdir(mode=0o755, exist_ok=True)
     return dest
 
 
