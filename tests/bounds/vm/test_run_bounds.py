@@ -222,3 +222,34 @@ def test_kill9_of_kiwi_run_then_gc_leaves_nothing(kiwi_run, run_help, rootfs, tm
     assert r.returncode == 0, r.stderr
     assert kiwi_cgroups() == before
     assert wait_for(lambda: not pids_with_arg("1025"), 5)
+
+
+def test_rootless_run_in_the_delegated_subtree(kiwi_run, run_help, rootfs, tmp_path):
+    """As the guest's unprivileged kiwitest: the sandbox's cgroup lands in
+    the subtree delegated to it, the limit holds, the sandbox sees its own
+    cgroup as / (cgroup namespace), and nothing is left behind."""
+    need(run_help, "--memory", "--pids")
+    shared = Path("/tmp/kiwi-bounds-rootless")
+    subprocess.run(["rm", "-rf", str(shared)], check=True)
+    shared.mkdir(mode=0o755)
+    subprocess.run(["cp", "-a", rootfs, str(shared / "r")], check=True)
+    verdict = shared / "v.json"
+    verdict.touch()
+    verdict.chmod(0o666)   # written by kiwitest
+    before = kiwi_cgroups()
+    try:
+        p = subprocess.run(["/kiwi/as-user", kiwi_run, "run", "--rootfs", str(shared / "r"),
+                            "--verdict", str(verdict), "--memory", "32M", "--pids", "16", "--",
+                            "/bin/sh", "-c", "cat /proc/self/cgroup; "
+                            "dd if=/dev/zero of=/dev/null bs=100M count=1"],
+                           capture_output=True, timeout=120)
+        text = verdict.read_text()
+        assert text, f"no verdict: exit {p.returncode}, stderr {p.stderr!r}"
+        v = json.loads(text)
+        assert v["cgroup"] and v["cgroup"].startswith("/kiwitest/kiwi/kiwi-"), (v, p.stderr)
+        assert p.stdout.startswith(b"0::/\n"), p.stdout
+        assert v["oom_killed"] is True, v
+        assert_consistent(v, "oom")
+        assert kiwi_cgroups() == before
+    finally:
+        subprocess.run(["rm", "-rf", str(shared)])
