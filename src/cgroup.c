@@ -514,6 +514,13 @@ static int resolve_parent(const char *parent, char *mount, char *rel, size_t len
 	const char *p = parent;
 	if (!strncmp(parent, mount, m) && (parent[m] == '/' || parent[m] == '\0'))
 		p += m;
+	else if (!strncmp(parent, "/sys/", 5))
+		/* A filesystem path, but not into the unified hierarchy: a v1
+		 * hierarchy (/sys/fs/cgroup/memory/...) or a typo. Never guess. */
+		return kiwi_error(err, EINVAL, "cgroup",
+				  "cgroup parent `%s` is not below the cgroup2 mount `%s`: give a "
+				  "path in the unified hierarchy (like /kiwi.slice) or below `%s`",
+				  parent, mount, mount);
 	size_t o = 0;
 	rel[0] = '\0';
 	while (*p) {

@@ -56,7 +56,8 @@ struct kiwi_cgroup;
 
 /* Creates <parent>/kiwi-<random> with the limits written. parent is a path
  * in the unified hierarchy ("/kiwi.slice", "jobs/a") or an absolute path
- * under its mount; it is created when missing. NULL: as root
+ * under its mount (any other /sys/... path is refused); it is created when
+ * missing. NULL: as root
  * <mount>/kiwi.slice, rootless a "kiwi" cgroup beside the caller's own
  * (inside the subtree delegated to it). Controllers are enabled only in
  * cgroups kiwi-run creates and in the first existing one it attaches to.

@@ -42,6 +42,14 @@ expect_refusal() {
 
 expect_refusal cgtool '`memory`, `pids` controllers' "$cgtool" run --memory 64M --pids 10 -- /bin/true
 
+# A v1 path as the parent is refused by name, not read as a path inside the
+# unified hierarchy, and gc touches nothing there.
+status=0
+"$cgtool" gc --parent /sys/fs/cgroup/memory > /dev/null 2> "$tmp/err" || status=$?
+[ "$status" = 125 ] && grep -q "is not below the cgroup2 mount \`$mnt\`" "$tmp/err" ||
+  fail "gc --parent /sys/fs/cgroup/memory: exit $status: $(cat "$tmp/err")"
+echo "ok - a v1 path as --parent is refused: $(cat "$tmp/err")"
+
 if [ -z "$kiwi" ] || ! "$kiwi" run --help 2>&1 | grep -q -- '--memory'; then
   echo "ok - kiwi-run has no --memory yet: its part is not run"   # the module part above ran
   exit 0
