@@ -476,7 +476,7 @@ static int own_cgroup(char *out, size_t len, kiwi_err *err)
  * cannot hand controllers to children. That needs the caller's parent
  * cgroup delegated: writable, and its cgroup.procs writable too, since
  * CLONE_INTO_CGROUP moves the child across it. */
-static int rootless_parent(const char *mount, char *rel, size_t len, kiwi_err *err)
+static int rootless_parent(const char *mount, bool for_gc, char *rel, size_t len, kiwi_err *err)
 {
 	char own[PATH_MAX], dir[PATH_MAX + 32];
 	if (own_cgroup(own, sizeof(own), err) < 0)
@@ -486,7 +486,8 @@ static int rootless_parent(const char *mount, char *rel, size_t len, kiwi_err *e
 		*slash = '\0';
 	snprintf(dir, sizeof(dir), "%s%s", mount, own);
 	static const char *const files[] = { ".", "cgroup.procs", "cgroup.subtree_control" };
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(files); i++) {
+	/* gc only looks: where nothing was delegated, nothing was made either. */
+	for (size_t i = 0; !for_gc && i < KIWI_ARRAY_SIZE(files); i++) {
 		char f[PATH_MAX + 64];
 		snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
 		if (faccessat(AT_FDCWD, f, W_OK, AT_EACCESS) < 0)
@@ -503,13 +504,14 @@ static int rootless_parent(const char *mount, char *rel, size_t len, kiwi_err *e
 }
 
 /* Splits parent into the mount and a clean path below it ("" = the root). */
-static int resolve_parent(const char *parent, char *mount, char *rel, size_t len, kiwi_err *err)
+static int resolve_parent(const char *parent, bool for_gc, char *mount, char *rel, size_t len,
+			  kiwi_err *err)
 {
 	if (find_mount(mount, PATH_MAX, err) < 0)
 		return -1;
 	if (!parent)
 		return geteuid() == 0 ? (snprintf(rel, len, "/kiwi.slice"), 0)
-				      : rootless_parent(mount, rel, len, err);
+				      : rootless_parent(mount, for_gc, rel, len, err);
 	size_t m = strlen(mount);
 	const char *p = parent;
 	if (!strncmp(parent, mount, m) && (parent[m] == '/' || parent[m] == '\0'))
@@ -648,7 +650,7 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 		       struct kiwi_cgroup **out, kiwi_err *err)
 {
 	char mount[PATH_MAX], rel[PATH_MAX], name[32];
-	if (check_limits(l, err) < 0 || resolve_parent(parent, mount, rel, sizeof(rel), err) < 0)
+	if (check_limits(l, err) < 0 || resolve_parent(parent, false, mount, rel, sizeof(rel), err) < 0)
 		return -1;
 	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), true, err);
 	if (pfd < 0)
@@ -876,7 +878,7 @@ int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err)
 {
 	char mount[PATH_MAX], rel[PATH_MAX];
 	*removed = 0;
-	if (resolve_parent(parent, mount, rel, sizeof(rel), err) < 0)
+	if (resolve_parent(parent, true, mount, rel, sizeof(rel), err) < 0)
 		return -1;
 	_cleanup_close_ int pfd = open_parent(mount, rel, 0, false, err);
 	if (pfd < 0)

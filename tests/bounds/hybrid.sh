@@ -50,6 +50,12 @@ status=0
   fail "gc --parent /sys/fs/cgroup/memory: exit $status: $(cat "$tmp/err")"
 echo "ok - a v1 path as --parent is refused: $(cat "$tmp/err")"
 
+# An unprivileged gc where nothing was ever delegated finds nothing to do.
+out=$(setpriv --reuid 65534 --regid 65534 --clear-groups "$cgtool" gc 2>&1) ||
+  fail "rootless gc failed: $out"
+[ "$out" = '{"event":"gc","removed":0}' ] || fail "rootless gc said: $out"
+echo "ok - rootless gc without delegation: nothing to do"
+
 if [ -z "$kiwi" ] || ! "$kiwi" run --help 2>&1 | grep -q -- '--memory'; then
   echo "ok - kiwi-run has no --memory yet: its part is not run"   # the module part above ran
   exit 0
