@@ -2,25 +2,34 @@
 #include "kiwi/units.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* A non-negative decimal with an optional fraction, then a suffix. */
-static int split_number(const char *s, double *value, const char **suffix)
+/* Decimal digits with an optional fraction ("1.5", never "1." or ".5"),
+ * then a suffix; no sign, exponent or hex, which strtod would take. */
+static int split_number(const char *s, double *value, bool *fraction, const char **suffix)
 {
-	char *end;
-	if (!s || !isdigit((unsigned char)s[0]))
+	const char *p = s;
+	if (!s || !isdigit((unsigned char)*p))
 		return -1;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
+	while (isdigit((unsigned char)*p))
+		p++;
+	*fraction = *p == '.';
+	if (*fraction) {
+		if (!isdigit((unsigned char)p[1]))
+			return -1;
+		for (p++; isdigit((unsigned char)*p);)
+			p++;
+	}
+	if (*p == 'x' || *p == 'X' || *p == 'e' || *p == 'E')
 		return -1;
-	*value = v;
-	*suffix = end;
-	return 0;
+	*value = strtod(s, NULL);
+	*suffix = p;
+	return isfinite(*value) ? 0 : -1;
 }
 
 int kiwi_parse_size(const char *s, const char *what, int64_t *out, kiwi_err *err)
@@ -35,12 +44,15 @@ int kiwi_parse_size(const char *s, const char *what, int64_t *out, kiwi_err *err
 		return 0;
 	}
 	double v;
+	bool fraction;
 	const char *suffix;
-	if (split_number(s, &v, &suffix) == 0)
+	if (split_number(s, &v, &fraction, &suffix) == 0)
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
 			if (!strcasecmp(suffix, units[i].name)) {
 				double bytes = v * (double)(1ULL << units[i].shift);
-				if (bytes >= 9.2e18)
+				/* A fraction of a byte means nothing; past 2^63 no
+				 * int64 holds it. */
+				if ((fraction && units[i].shift == 0) || bytes >= 9223372036854775807.0)
 					break;
 				*out = (int64_t)bytes;
 				return 0;
@@ -55,8 +67,9 @@ int kiwi_parse_duration(const char *s, const char *what, uint64_t *ns_out, kiwi_
 		{ "", 1e9 }, { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 }, { "m", 60e9 }, { "h", 3600e9 },
 	};
 	double v;
+	bool fraction;
 	const char *suffix;
-	if (split_number(s, &v, &suffix) == 0)
+	if (split_number(s, &v, &fraction, &suffix) == 0)
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
 			if (!strcmp(suffix, units[i].name)) {
 				double ns = v * units[i].ns;

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/egress.h"
+#include "kiwi/json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -49,7 +50,16 @@ int kiwi_cmd_gc(int argc, char **argv)
 	if (cg_failed && !cgroup_parent && cg_err.errnum == ENOENT)
 		cg_failed = false;
 	bool net_failed = kiwi_egress_gc(&network, &net_err) < 0;
-	printf("{\"cgroups_removed\":%u,\"network_removed\":%u}\n", cgroups, network);
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (w) {
+		kiwi_jw_open_object(w);
+		kiwi_jw_key(w, "cgroups_removed");
+		kiwi_jw_int(w, cgroups);
+		kiwi_jw_key(w, "network_removed");
+		kiwi_jw_int(w, network);
+		kiwi_jw_close_object(w);
+		printf("%s\n", kiwi_jw_text(w, NULL));
+	}
 	if (cg_failed)
 		kiwi_cli_print_error(&cg_err);
 	if (net_failed)
