@@ -50,5 +50,5 @@ exec unshare --mount --pid --uts --ipc --fork --kill-child -- bash -c '
 	echo "=== README command 1"
 	bash .ci/quickstart.sh
 	echo "=== README command 2"
-	bash tests/run.sh
+	./tests/run.sh
 ' fresh "$root" "${KIWI_FRESH_CMD:-}"
