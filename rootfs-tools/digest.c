@@ -143,30 +143,6 @@ int kiwi_blob_check(kiwi_hasher *h, const char *digest, int64_t want_size, kiwi_
 	return 0;
 }
 
-int kiwi_read_bounded(int fd, size_t max, const char *what, char **out, size_t *len, kiwi_err *err)
-{
-	_cleanup_free_ char *buf = malloc(max + 1);
-	if (!buf)
-		return kiwi_error(err, ENOMEM, "read", "cannot read %s", what);
-	size_t used = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + used, max + 1 - used);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return kiwi_error(err, errno, "read", "cannot read %s", what);
-		if (n == 0)
-			break;
-		used += (size_t)n;
-		if (used > max)
-			return kiwi_error(err, EFBIG, "read", "%s is larger than %zu bytes", what, max);
-	}
-	buf[used] = '\0';
-	*len = used;
-	*out = TAKE_PTR(buf);
-	return 0;
-}
-
 int kiwi_blob_read(int layout_fd, const char *digest, int64_t want_size, size_t max,
 		   char **out, size_t *len, kiwi_err *err)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/json.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,28 +95,12 @@ kiwi_json *kiwi_json_parse_file(const char *path, size_t max_bytes, kiwi_err *er
 		kiwi_error(err, errno, "json", "cannot open `%s`", path);
 		return NULL;
 	}
-	_cleanup_free_ char *buf = malloc(max_bytes + 1);
-	if (!buf) {
-		kiwi_error(err, ENOMEM, "json", "cannot allocate for `%s`", path);
-		return NULL;
-	}
+	char what[512];
+	snprintf(what, sizeof(what), "`%s`", path);
+	_cleanup_free_ char *buf = NULL;
 	size_t used = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + used, max_bytes + 1 - used);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			kiwi_error(err, errno, "json", "cannot read `%s`", path);
-			return NULL;
-		}
-		if (n == 0)
-			break;
-		used += (size_t)n;
-		if (used > max_bytes) {
-			kiwi_error(err, EFBIG, "json", "`%s` is larger than %zu bytes", path, max_bytes);
-			return NULL;
-		}
-	}
+	if (kiwi_read_bounded(fd, max_bytes, what, &buf, &used, err) < 0)
+		return NULL;
 	kiwi_json *j = kiwi_json_parse(buf, used, err);
 	if (!j)
 		kiwi_error_wrap(err, "`%s`", path);

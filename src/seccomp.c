@@ -16,6 +16,7 @@
 #include "kiwi/seccomp.h"
 #include "seccomp_internal.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/json.h"
 
 #include <ctype.h>
@@ -913,23 +914,12 @@ int kiwi_seccomp_compile_file(const char *path, struct kiwi_seccomp **out, kiwi_
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return kiwi_error(err, errno, "seccomp", "cannot open profile `%s`", path);
-	_cleanup_free_ char *text = malloc(KIWI_SECCOMP_PROFILE_MAX + 1);
-	if (!text)
-		return kiwi_error(err, ENOMEM, "seccomp", "cannot allocate for profile `%s`", path);
+	char what[PATH_MAX + 32];
+	snprintf(what, sizeof(what), "seccomp profile `%s`", path);
+	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(fd, text + len, KIWI_SECCOMP_PROFILE_MAX + 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return kiwi_error(err, errno, "seccomp", "cannot read profile `%s`", path);
-		if (r == 0)
-			break;
-		len += (size_t)r;
-		if (len > KIWI_SECCOMP_PROFILE_MAX)
-			return kiwi_error(err, EFBIG, "seccomp", "profile `%s` is larger than %u bytes", path,
-					  KIWI_SECCOMP_PROFILE_MAX);
-	}
+	if (kiwi_read_bounded(fd, KIWI_SECCOMP_PROFILE_MAX, what, &text, &len, err) < 0)
+		return -1;
 	return kiwi_seccomp_compile_json(text, len, path, out, err);
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kiwi/err.h"
+#include "kiwi/fileio.h"
 
 #define KIWI_DIGEST_MAX 136 /* "sha512:" + 128 hex + NUL, rounded up */
 
@@ -53,9 +54,6 @@ int kiwi_blob_read(int layout_fd, const char *digest, int64_t want_size, size_t 
 /* Compares a finished hasher against the descriptor's digest and size. */
 int kiwi_blob_check(kiwi_hasher *h, const char *digest, int64_t want_size, kiwi_err *err);
 
-/* Reads all of fd, refusing more than max bytes; NUL-terminates. `what`
- * names the file in errors. */
-int kiwi_read_bounded(int fd, size_t max, const char *what, char **out, size_t *len, kiwi_err *err);
 
 /* Digest of a memory buffer, "sha256:<hex>". */
 void kiwi_digest_buf(enum kiwi_digest_alg alg, const void *buf, size_t len, char *out);
