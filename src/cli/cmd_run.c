@@ -475,6 +475,50 @@ static int open_verdict(struct run_args *a, kiwi_err *err)
 	return fd;
 }
 
+/* What stands between the parsed flags and the sandbox: the image, the
+ * environment, the output files and the seccomp program. Every resource is
+ * handed back through the pointers, which the caller releases. */
+static int prepare_run(struct run_args *a, struct kiwi_cli_image *img, int *out_fd, int *err_fd,
+		       struct kiwi_seccomp **filter, kiwi_err *err)
+{
+	if (a->image && apply_image(a, img, err) < 0)
+		return -1;
+	if (build_env(a, img->env) < 0)
+		return kiwi_error(err, ENOMEM, "args", "cannot build the environment");
+	if (open_output_file(a->stdout_path, "--stdout", out_fd, err) < 0 ||
+	    open_output_file(a->stderr_path, "--stderr", err_fd, err) < 0)
+		return -1;
+	if (*out_fd >= 0)
+		a->cfg.stdout_dest = *out_fd;
+	if (*err_fd >= 0)
+		a->cfg.stderr_dest = *err_fd;
+	if (prepare_seccomp(a->seccomp, filter, err) < 0)
+		return -1;
+	a->cfg.seccomp = *filter;
+	return 0;
+}
+
+/* Every run ends here, failed or not: one error line, the verdict, then
+ * the network teardown, which the verdict must not wait for. */
+static int finish_run(int vfd, struct kiwi_sandbox_result *res, const kiwi_err *err, bool failed)
+{
+	int status = kiwi_sandbox_exit_status(res, err, failed);
+	if (failed)
+		kiwi_cli_print_error(err);
+	if (vfd >= 0) {
+		struct kiwi_verdict v = { .result = res, .error = failed ? err : NULL, .exit_code = status };
+		kiwi_err verr = { 0 };
+		if (kiwi_verdict_write(vfd, &v, &verr) < 0) {
+			kiwi_cli_print_error(&verr);
+			status = KIWI_EXIT_FAILED;
+		}
+	}
+	kiwi_err rerr = { 0 };
+	if (kiwi_sandbox_result_release(res, &rerr) < 0)
+		kiwi_cli_print_error(&rerr);
+	return status;
+}
+
 int kiwi_cmd_run(int argc, char **argv)
 {
 	size_t slots = (size_t)argc + 1;
@@ -490,62 +534,28 @@ int kiwi_cmd_run(int argc, char **argv)
 	if (r != 0)
 		return KIWI_EXIT_FAILED;
 
+	/* The verdict's destination first: from here on every outcome,
+	 * failures included, is written there. */
 	kiwi_err err = { 0 };
-	_cleanup_(kiwi_cli_image_clear) struct kiwi_cli_image img = { .pin_fd = -1 };
-	_cleanup_free_ char **env = NULL;
-	_cleanup_free_ char **image_argv = NULL;
-	if (a.image) {
-		bool ok = apply_image(&a, &img, &err) == 0;
-		image_argv = a.image_argv;
-		if (!ok) {
-			kiwi_cli_print_error(&err);
-			return KIWI_EXIT_FAILED;
-		}
-	}
-	if (build_env(&a, img.env) < 0)
-		return KIWI_EXIT_FAILED;
-	env = a.env;
-
 	_cleanup_close_ int vfd = open_verdict(&a, &err);
 	if (vfd < 0 && err.step[0]) {
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
 	}
-	_cleanup_close_ int out_fd = -1;
-	_cleanup_close_ int err_fd = -1;
-	if (open_output_file(a.stdout_path, "--stdout", &out_fd, &err) < 0 ||
-	    open_output_file(a.stderr_path, "--stderr", &err_fd, &err) < 0) {
-		kiwi_cli_print_error(&err);
-		return KIWI_EXIT_FAILED;
-	}
-	if (out_fd >= 0)
-		a.cfg.stdout_dest = out_fd;
-	if (err_fd >= 0)
-		a.cfg.stderr_dest = err_fd;
-
 	struct kiwi_sandbox_result res = { .exit_code = -1 };
 	clock_gettime(CLOCK_REALTIME, &res.started_at);
+
+	_cleanup_(kiwi_cli_image_clear) struct kiwi_cli_image img = { .pin_fd = -1 };
+	_cleanup_close_ int out_fd = -1;
+	_cleanup_close_ int err_fd = -1;
 	_cleanup_seccomp_ struct kiwi_seccomp *filter = NULL;
-	bool failed = prepare_seccomp(a.seccomp, &filter, &err) < 0;
-	a.cfg.seccomp = filter;
+	bool failed = prepare_run(&a, &img, &out_fd, &err_fd, &filter, &err) < 0;
+	_cleanup_free_ char **env = a.env;
+	_cleanup_free_ char **image_argv = a.image_argv;
 	if (!failed)
 		failed = kiwi_sandbox_run(&a.cfg, &res, &err) < 0;
-	int status = kiwi_sandbox_exit_status(&res, &err, failed);
-	if (failed)
-		kiwi_cli_print_error(&err);
-	if (vfd >= 0) {
-		struct kiwi_verdict v = { .result = &res, .error = failed ? &err : NULL, .exit_code = status };
-		kiwi_err verr = { 0 };
-		if (kiwi_verdict_write(vfd, &v, &verr) < 0) {
-			kiwi_cli_print_error(&verr);
-			status = KIWI_EXIT_FAILED;
-		}
-	}
+	int status = finish_run(vfd, &res, &err, failed);
 	if (a.verdict_fd >= 0)
 		TAKE_FD(vfd);  /* the caller's fd: leave it open */
-	/* The network goes after the verdict, which must not wait for it. */
-	kiwi_err rerr = { 0 };
-	if (kiwi_sandbox_result_release(&res, &rerr) < 0)
-		kiwi_cli_print_error(&rerr);
 	return status;
 }

@@ -214,3 +214,15 @@ def test_verdict_path_swapped_by_the_sandbox(kiwi):
     assert r.returncode == 0, explain(r)
     assert verdict.is_symlink(), "the command did not swap the file: the test proves nothing"
     assert canary.read_text() == "precious\n", "kiwi-run wrote the verdict through the symlink"
+
+
+def test_verdict_written_when_preparation_fails(kiwi):
+    """Once --verdict names a file, every later failure is written there,
+    not just printed: an unwritable --stdout fails before any sandbox."""
+    bad = kiwi.workdir() / "no-such-dir" / "out.txt"
+    r, v = run_with_verdict(kiwi, ["true"], opts=["--stdout", bad])
+    assert r.returncode == 125, explain(r)
+    check_shape(v)
+    assert v["exit_code"] == 125 and v["started"] is False, v
+    assert v["error"]["step"] == "output" and v["error"]["errno"] == errno.ENOENT, v
+    assert str(bad) in v["error"]["message"], v
