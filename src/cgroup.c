@@ -878,8 +878,16 @@ int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err)
 {
 	char mount[PATH_MAX], rel[PATH_MAX];
 	*removed = 0;
-	if (resolve_parent(parent, true, mount, rel, sizeof(rel), err) < 0)
+	/* No cgroup2 at all (or, under ip netns exec, none in this view of
+	 * /sys): no kiwi-run made a cgroup here, so nothing to collect. */
+	kiwi_err e = { 0 };
+	if (resolve_parent(parent, true, mount, rel, sizeof(rel), &e) < 0) {
+		if (!parent && e.errnum == ENOENT)
+			return 0;
+		if (err)
+			*err = e;
 		return -1;
+	}
 	_cleanup_close_ int pfd = open_parent(mount, rel, 0, false, err);
 	if (pfd < 0)
 		return errno == ENOENT ? 0 : -1;   /* no parent, nothing to collect */

@@ -88,7 +88,8 @@ int kiwi_cgroup_read_stats(struct kiwi_cgroup *cg, struct kiwi_cgroup_stats *st,
 int kiwi_cgroup_destroy(struct kiwi_cgroup *cg, kiwi_err *err);
 
 /* Under parent (NULL = the default above), removes every kiwi-* cgroup
- * whose owner is gone (no flock held on it), killing its processes first. */
+ * whose owner is gone (no flock held on it), killing its processes first.
+ * With the default parent, a system without cgroup2 has nothing to collect. */
 int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err);
 
 /* ---- helpers, exposed for the unit tests ---- */

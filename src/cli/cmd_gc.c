@@ -7,7 +7,6 @@
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,9 +45,6 @@ int kiwi_cmd_gc(int argc, char **argv)
 	kiwi_err cg_err = { 0 }, net_err = { 0 };
 	unsigned cgroups = 0, network = 0;
 	bool cg_failed = kiwi_cgroup_gc(cgroup_parent, &cgroups, &cg_err) < 0;
-	/* No cgroup2 mounted at all: no kiwi-run made a cgroup here either. */
-	if (cg_failed && !cgroup_parent && cg_err.errnum == ENOENT)
-		cg_failed = false;
 	bool net_failed = kiwi_egress_gc(&network, &net_err) < 0;
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (w) {
