@@ -310,6 +310,9 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	return f->failed ? -1 : 0;
 }
 
+static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
+			    struct kiwi_cgroup *cg, kiwi_err *err);
+
 /* Runs cfg with the cgroup and network already made. */
 static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
 			struct kiwi_cgroup *cg, kiwi_err *err)
@@ -362,10 +365,22 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 
 	/* The command's process applies the rules; the ABI is the kernel's. */
 	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
-	_cleanup_cgroup_ struct kiwi_cgroup *cg = NULL;
+	struct kiwi_cgroup *cg = NULL;
 	if (kiwi_cgroup_limits_any(&cfg->limits) &&
 	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)
 		return -1;
+	int r = run_with_network(cfg, res, cg, err);
+	/* A cgroup that cannot go (a task stuck in the kernel) is a leak the
+	 * caller must hear of, whatever the command did. */
+	if (kiwi_cgroup_destroy(cg, &res->cleanup_error) < 0)
+		res->cleanup_failed = true;
+	return r;
+}
+
+/* Runs cfg with the egress network when it asks for one. */
+static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
+			    struct kiwi_cgroup *cg, kiwi_err *err)
+{
 	if (!cfg->egress)
 		return run_prepared(cfg, res, cg, err);
 

@@ -78,6 +78,10 @@ struct kiwi_sandbox_result {
 	bool has_cgroup;          /* then cgroup_name and cg are set */
 	char cgroup_name[256];
 	struct kiwi_cgroup_stats cg;
+	/* Set when something kiwi-run made could not be removed (its cgroup):
+	 * a leak for `kiwi-run gc` and for the caller to hear of. */
+	bool cleanup_failed;
+	kiwi_err cleanup_error;
 	/* Live until kiwi_sandbox_result_release(), so that the verdict is
 	 * written before the (slower) network teardown. */
 	struct kiwi_egress *egress;

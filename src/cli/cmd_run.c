@@ -505,6 +505,8 @@ static int finish_run(int vfd, struct kiwi_sandbox_result *res, const kiwi_err *
 	int status = kiwi_sandbox_exit_status(res, err, failed);
 	if (failed)
 		kiwi_cli_print_error(err);
+	if (res->cleanup_failed)
+		kiwi_cli_print_error(&res->cleanup_error);
 	if (vfd >= 0) {
 		struct kiwi_verdict v = { .result = res, .error = failed ? err : NULL, .exit_code = status };
 		kiwi_err verr = { 0 };

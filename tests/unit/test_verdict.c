@@ -86,3 +86,20 @@ Test(verdict, unwritable_fd_is_an_error)
 	cr_assert_str_eq(e.step, "verdict");
 	cr_assert_eq(e.errnum, EBADF);
 }
+
+Test(verdict, cleanup_error_is_reported_beside_the_result)
+{
+	struct kiwi_sandbox_result r = { .started = true, .exit_code = 0, .cleanup_failed = true };
+	kiwi_error(&r.cleanup_error, EBUSY, "cgroup", "cannot remove `%s`", "/kiwi.slice/kiwi-x");
+	struct kiwi_verdict v = { .result = &r, .exit_code = 0 };
+	_cleanup_json_ kiwi_json *j = render(&v);
+	cr_assert_eq(kiwi_json_type_of(kiwi_json_get(j, "error")), KIWI_JSON_NULL,
+		     "a leak after a clean run is not the run's error");
+	kiwi_json *c = kiwi_json_get(j, "cleanup_error");
+	cr_assert_str_eq(kiwi_json_string(kiwi_json_get(c, "step")), "cgroup");
+	long long e;
+	cr_assert(kiwi_json_int(kiwi_json_get(c, "errno"), &e) && e == EBUSY);
+	r.cleanup_failed = false;
+	_cleanup_json_ kiwi_json *clean = render(&v);
+	cr_assert_eq(kiwi_json_type_of(kiwi_json_get(clean, "cleanup_error")), KIWI_JSON_NULL);
+}
