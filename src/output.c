@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 int kiwi_output_open(struct kiwi_output *o, int dest_fd, uint64_t limit, kiwi_err *err)
@@ -27,8 +28,10 @@ static int write_all(int fd, const char *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			/* A non-blocking destination we share with our caller. */
-			usleep(1000);
+			/* A non-blocking destination we share with our caller:
+			 * wait until it takes more. */
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			poll(&p, 1, -1);
 			continue;
 		}
 		if (n <= 0)
