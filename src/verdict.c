@@ -138,6 +138,8 @@ int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)
 	write_error(w, v->error);
 	kiwi_jw_key(w, "cleanup_error");
 	write_error(w, r->cleanup_failed ? &r->cleanup_error : NULL);
+	if (v->extra)
+		v->extra(w, v->extra_ctx);
 	kiwi_jw_close_object(w);
 
 	size_t len;

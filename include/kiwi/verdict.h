@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "kiwi/err.h"
+#include "kiwi/json.h"
 #include "kiwi/sandbox.h"
 
 #define KIWI_VERDICT_VERSION 1
@@ -16,6 +17,9 @@ struct kiwi_verdict {
 	const struct kiwi_sandbox_result *result;
 	const kiwi_err *error;    /* NULL when kiwi-run did not fail */
 	int exit_code;            /* what kiwi-run exits with */
+	/* A command's own fields (phase, plan...), written last. */
+	void (*extra)(kiwi_json_writer *w, void *ctx);
+	void *extra_ctx;
 };
 
 /* Writes the verdict followed by a newline to fd. */
