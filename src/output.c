@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
 
 int kiwi_output_open(struct kiwi_output *o, int dest_fd, uint64_t limit, kiwi_err *err)
@@ -58,6 +59,8 @@ int kiwi_output_pump(struct kiwi_output *o, kiwi_err *err)
 			o->read_fd = -1;
 			return 0;
 		}
+		if (o->tail)
+			kiwi_tail_add(o->tail, buf, (size_t)n);
 		uint64_t room = o->bytes < o->limit ? o->limit - o->bytes : 0;
 		size_t pass = (uint64_t)n < room ? (size_t)n : (size_t)room;
 		o->bytes += (uint64_t)n;
@@ -84,4 +87,32 @@ void kiwi_output_close(struct kiwi_output *o)
 	if (o->write_fd >= 0)
 		close(o->write_fd);
 	o->read_fd = o->write_fd = -1;
+}
+
+void kiwi_tail_add(struct kiwi_tail *t, const char *data, size_t len)
+{
+	if (!t->size)
+		return;
+	if (len >= t->size) {
+		data += len - t->size;
+		t->written += len - t->size;
+		len = t->size;
+	}
+	size_t at = (size_t)(t->written % t->size);
+	size_t first = len < t->size - at ? len : t->size - at;
+	memcpy(t->buf + at, data, first);
+	memcpy(t->buf, data + first, len - first);
+	t->written += len;
+}
+
+size_t kiwi_tail_copy(const struct kiwi_tail *t, char *out)
+{
+	if (t->written <= t->size) {
+		memcpy(out, t->buf, (size_t)t->written);
+		return (size_t)t->written;
+	}
+	size_t at = (size_t)(t->written % t->size);
+	memcpy(out, t->buf + at, t->size - at);
+	memcpy(out + t->size - at, t->buf, at);
+	return t->size;
 }

@@ -326,6 +326,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 		kiwi_output_close(&f.errout);
 		return -1;
 	}
+	f.out.tail = cfg->stdout_tail;
+	f.errout.tail = cfg->stderr_tail;
 
 	/* Signals to forward are blocked from before clone until the end, so
 	 * none is lost between creating the sandbox and listening for them.
@@ -366,9 +368,15 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	/* The command's process applies the rules; the ABI is the kernel's. */
 	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
 	struct kiwi_cgroup *cg = NULL;
-	if (kiwi_cgroup_limits_any(&cfg->limits) &&
-	    kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, err) < 0)
-		return -1;
+	bool limited = kiwi_cgroup_limits_any(&cfg->limits);
+	if (limited || cfg->own_cgroup) {
+		/* Without limits a cgroup is only a witness: a host that will
+		 * not give one is no reason to fail. */
+		kiwi_err cg_err = { 0 };
+		if (kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, limited ? err : &cg_err) < 0 &&
+		    limited)
+			return -1;
+	}
 	int r = run_with_network(cfg, res, cg, err);
 	/* A cgroup that cannot go (a task stuck in the kernel) is a leak the
 	 * caller must hear of, whatever the command did. */

@@ -9,6 +9,18 @@
 
 #include "kiwi/err.h"
 
+/* The last bytes of a stream, kept for a verdict: a ring over buf. */
+struct kiwi_tail {
+	char *buf;
+	size_t size;
+	uint64_t written;   /* bytes seen in all; the ring holds the last min(written, size) */
+};
+
+/* Appends to the ring. */
+void kiwi_tail_add(struct kiwi_tail *t, const char *data, size_t len);
+/* Copies the ring in order into out (at least t->size bytes); returns the length. */
+size_t kiwi_tail_copy(const struct kiwi_tail *t, char *out);
+
 struct kiwi_output {
 	int read_fd;        /* our end of the pipe, non-blocking; -1 at EOF */
 	int write_fd;       /* the sandbox's end, closed in the parent after clone */
@@ -16,6 +28,7 @@ struct kiwi_output {
 	uint64_t limit;     /* bytes passed on at most */
 	uint64_t bytes;     /* bytes the command wrote, passed on or not */
 	bool truncated;     /* bytes > limit */
+	struct kiwi_tail *tail;  /* NULL, or keeps the last bytes, passed on or not */
 };
 
 /* Creates the pipe; dest_fd is not owned. */

@@ -15,6 +15,7 @@
 struct kiwi_seccomp;
 struct kiwi_egress;
 struct kiwi_egress_config;
+struct kiwi_tail;
 
 struct kiwi_bind {
 	const char *source;       /* host path */
@@ -43,6 +44,7 @@ struct kiwi_sandbox_config {
 	int stderr_dest;
 	uint64_t output_limit;
 	bool output_limit_kill;   /* kill the sandbox once a stream passes the limit */
+	struct kiwi_tail *stdout_tail, *stderr_tail;  /* NULL, or keep each stream's last bytes */
 
 	uint64_t timeout_ns;      /* wall clock from exec; 0: none */
 	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
@@ -52,6 +54,9 @@ struct kiwi_sandbox_config {
 	 * cgroup_parent (NULL: the default) and starts inside it. */
 	struct kiwi_cgroup_limits limits;
 	const char *cgroup_parent;
+	/* A cgroup even without limits, where the host gives one: its removal
+	 * proves that nothing started in the sandbox outlived it. */
+	bool own_cgroup;
 
 	bool landlock;            /* a Landlock ruleset under the mounts, where the kernel has it */
 
