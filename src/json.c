@@ -169,6 +169,11 @@ bool kiwi_json_bool(const kiwi_json *j, bool *out)
 	return true;
 }
 
+const char *kiwi_json_number_text(const kiwi_json *j)
+{
+	return j && YAJL_IS_NUMBER(j) ? j->u.number.r : NULL;
+}
+
 size_t kiwi_json_len(const kiwi_json *j)
 {
 	if (j && YAJL_IS_ARRAY(j))

@@ -40,6 +40,9 @@ const char *kiwi_json_string(const kiwi_json *j);          /* NULL unless a stri
 bool kiwi_json_int(const kiwi_json *j, long long *out);    /* false unless an integer */
 bool kiwi_json_double(const kiwi_json *j, double *out);    /* any number */
 bool kiwi_json_bool(const kiwi_json *j, bool *out);
+/* A number's text as written ("1.5", "512"), NULL unless a number: for
+ * values that go through the same parser as a command-line flag. */
+const char *kiwi_json_number_text(const kiwi_json *j);
 size_t kiwi_json_len(const kiwi_json *j);                  /* array items or object keys */
 kiwi_json *kiwi_json_at(const kiwi_json *j, size_t i);     /* array item or object value */
 const char *kiwi_json_key_at(const kiwi_json *j, size_t i);/* object key, else NULL */
