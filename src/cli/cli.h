@@ -12,6 +12,7 @@
 /* One subcommand: argv[0] is its name. Returns the process exit status. */
 int kiwi_cmd_run(int argc, char **argv);
 int kiwi_cmd_gc(int argc, char **argv);
+int kiwi_cmd_plan(int argc, char **argv);
 
 /* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
 void kiwi_cli_print_error(const kiwi_err *err);

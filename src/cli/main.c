@@ -17,6 +17,7 @@ static const struct {
 } commands[] = {
 	{ "run", kiwi_cmd_run, "run a command in a fresh sandbox" },
 	{ "gc", kiwi_cmd_gc, "remove what dead kiwi-runs left behind" },
+	{ "plan", kiwi_cmd_plan, "print, as JSON, what phase install would run and why" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)
