@@ -7,6 +7,7 @@
 #include "kiwi/egress.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
+#include "kiwi/registry.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/spawn.h"
 #include "kiwi/userns.h"
@@ -76,6 +77,7 @@ struct follow {
 	struct kiwi_output out, errout;
 	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
 	struct kiwi_egress *egress;  /* NULL: no network */
+	struct kiwi_registry *reg;   /* the entry for `kiwi-run list`, once made */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed;
 };
@@ -270,6 +272,31 @@ static int release_child(struct follow *f, pid_t pid)
 	return 0;
 }
 
+/* The sandbox's entry for `kiwi-run list` and `kill`. Made after clone, so
+ * the sandbox never inherits its lock, and while the child builds itself. */
+static int register_sandbox(struct follow *f, pid_t pid)
+{
+	const struct kiwi_sandbox_config *cfg = f->cfg;
+	struct kiwi_registry_entry e = {
+		.pid = pid,
+		.supervisor_pid = getpid(),
+		.uid = geteuid(),
+		.started_ns = (int64_t)f->res->started_at.tv_sec * 1000000000 + f->res->started_at.tv_nsec,
+	};
+	if (kiwi_registry_new_id(e.id, f->err) < 0)
+		return -1;
+	snprintf(e.phase, sizeof(e.phase), "%s", cfg->phase ? cfg->phase : "");
+	snprintf(e.cgroup, sizeof(e.cgroup), "%s", f->cg ? kiwi_cgroup_name(f->cg) : "");
+	snprintf(e.network, sizeof(e.network), "%s", cfg->egress ? "egress" : "none");
+	size_t o = 0;
+	for (char *const *a = cfg->argv; *a && o + 1 < sizeof(e.command); a++)
+		o += (size_t)snprintf(e.command + o, sizeof(e.command) - o, "%s%s", o ? " " : "", *a);
+	if (kiwi_registry_add(&e, &f->reg, f->err) < 0)
+		return -1;
+	snprintf(f->res->id, sizeof(f->res->id), "%s", e.id);
+	return 0;
+}
+
 /* Creates the sandbox and follows it to the end. */
 static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 {
@@ -296,7 +323,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		return -1;
 	f->sigfd = signalfd(-1, fwd, SFD_CLOEXEC | SFD_NONBLOCK);
 	f->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0) {
+	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0 || register_sandbox(f, pid) < 0) {
 		if (!f->err->step[0])
 			kiwi_error(f->err, errno, "wait", "cannot watch the sandbox");
 		syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
@@ -343,6 +370,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
+	kiwi_registry_remove(f.reg);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &saved[i], NULL);
 	sigprocmask(SIG_SETMASK, &old, NULL);

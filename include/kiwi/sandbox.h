@@ -63,9 +63,14 @@ struct kiwi_sandbox_config {
 	/* NULL: the network namespace holds only lo. Else a veth to the host
 	 * filtered by a per-sandbox nftables table there. */
 	const struct kiwi_egress_config *egress;
+
+	/* Shown by `kiwi-run list`: the phase a `kiwi-run phase` runs; NULL
+	 * for a plain run. */
+	const char *phase;
 };
 
 struct kiwi_sandbox_result {
+	char id[16];              /* the registry's id (kiwi-run list, kill); "" before clone */
 	bool started;             /* the command was exec'd */
 	int exit_code;            /* the command's code, or -1 */
 	int signal;               /* the signal that killed it, or 0 */

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The registry of running sandboxes, for `kiwi-run list` and `kill`: one
+ * small JSON state file per sandbox, in a directory only its owner can
+ * write:
+ *   root       /run/kiwi/sandboxes/
+ *   rootless   $XDG_RUNTIME_DIR/kiwi/sandboxes/ when that is the caller's own,
+ *              else /tmp/kiwi-run-<uid>/ (made 0700, its owner checked; removed
+ *              again when its last entry goes)
+ *
+ * Liveness is a lock, not a pid (as for cgroups and `kiwi-run gc`): the
+ * kiwi-run that registered holds flock(LOCK_EX) on the file for as long as
+ * it runs. The file is made unnamed (O_TMPFILE), locked and written, and only
+ * then linked into the directory, so a name there is never unlocked while
+ * its owner lives. A kiwi-run killed with SIGKILL leaves an unlocked file:
+ * stale, skipped by list, removed by gc. */
+#ifndef KIWI_REGISTRY_H
+#define KIWI_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kiwi/err.h"
+
+#define KIWI_REGISTRY_ID_LEN 12   /* hex digits */
+/* A state file is a few hundred bytes; anything larger is not ours. */
+#define KIWI_REGISTRY_FILE_MAX 8192
+
+struct kiwi_registry_entry {
+	char id[KIWI_REGISTRY_ID_LEN + 1];
+	pid_t pid;                 /* the sandbox's pid 1, as the host sees it */
+	pid_t supervisor_pid;      /* the kiwi-run that follows it */
+	uid_t uid;                 /* who started it */
+	char phase[64];            /* "" for a plain run */
+	char cgroup[256];          /* the cgroup's path in the hierarchy, "" for none */
+	char network[16];          /* "none" or "egress" */
+	char command[256];         /* argv, space-joined, cut at 255 bytes */
+	int64_t started_ns;        /* CLOCK_REALTIME */
+};
+
+struct kiwi_registry;   /* a registration: the locked file and its directory */
+
+/* A fresh random id, KIWI_REGISTRY_ID_LEN hex digits. */
+int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err);
+
+/* Writes e's state file and keeps it locked until kiwi_registry_remove().
+ * The fd is close-on-exec: call it after clone, so no sandbox holds it. */
+int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry **out, kiwi_err *err);
+/* Unlinks the file, drops the lock, frees. NULL-safe; never fails. */
+void kiwi_registry_remove(struct kiwi_registry *r);
+
+/* The caller's live sandboxes (stale entries are skipped, not removed),
+ * oldest first. *out is freed by the caller. A registry directory that does
+ * not exist yet is an empty list. */
+int kiwi_registry_list(struct kiwi_registry_entry **out, size_t *n, kiwi_err *err);
+
+/* Sends sig to the sandbox whose id is id (or a unique prefix of at least 4
+ * digits). Only signals kiwi-run passes on to the command (TERM INT HUP QUIT
+ * USR1 USR2) go to the kiwi-run that follows it; KILL goes to the sandbox's
+ * pid 1 and ends the whole namespace at once. Every target is checked
+ * through a pidfd to be that sandbox still, so a reused pid is never hit.
+ */
+int kiwi_registry_kill(const char *id, int sig, kiwi_err *err);
+/* Whether kill takes sig. */
+bool kiwi_registry_signal_ok(int sig);
+
+/* Removes the caller's stale entries; *removed counts them. */
+int kiwi_registry_gc(unsigned *removed, kiwi_err *err);
+
+/* Parses a state file's text into e (strict on types, missing keys and
+ * ranges; unknown keys are ignored, for newer writers). Outside input:
+ * fuzzed by tests/fuzz/fuzz_registry.c. */
+int kiwi_registry_parse(const char *text, size_t len, struct kiwi_registry_entry *e, kiwi_err *err);
+/* The state file's text for e; the caller frees it. NULL when out of memory. */
+char *kiwi_registry_format(const struct kiwi_registry_entry *e);
+
+#endif

@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The registry of running sandboxes (see include/kiwi/registry.h).
+ *
+ * Who is alive, and which process to signal, comes from the kernel's own
+ * table of locks, /proc/locks: a state file held under an exclusive flock
+ * names, in that table, the pid of the kiwi-run that holds it. A pid taken
+ * from the file alone could be stale and reused; a pid that holds the lock
+ * right now cannot, and a pidfd opened before that check stays bound to the
+ * same process whatever happens after. */
+#include "kiwi/registry.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
+#include "kiwi/json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define ROOT_DIR "/run/kiwi/sandboxes"
+#define SUFFIX ".json"
+
+struct kiwi_registry {
+	int fd;            /* the state file, holding LOCK_EX */
+	int dirfd;
+	bool transient;    /* the /tmp fallback: removed once empty */
+	char dir[PATH_MAX];
+	char name[KIWI_REGISTRY_ID_LEN + sizeof(SUFFIX)];
+};
+
+/* ---- the directory -------------------------------------------------------- */
+
+/* An open registry directory and where it is. */
+struct regdir {
+	int fd;
+	bool transient;
+	char path[PATH_MAX];
+};
+
+/* The directory must be the caller's and closed to others: anyone else who
+ * could write there could point `kill` at a process of their choosing. */
+static int check_owned(int fd, const char *path, mode_t forbidden, kiwi_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, "registry", "cannot stat `%s`", path);
+	if (st.st_uid != geteuid() || (st.st_mode & forbidden))
+		return kiwi_error(err, EPERM, "registry",
+				  "`%s` is not safe to use: it must belong to uid %u and be closed to "
+				  "others (mode %04o, owner %u); remove it or fix its owner and mode",
+				  path, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+	return 0;
+}
+
+/* Opens dirfd/name as a directory, making it 0700 first when create. */
+static int open_sub(int dirfd, const char *name, const char *path, bool create, mode_t forbidden,
+		    kiwi_err *err)
+{
+	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	_cleanup_close_ int fd = openat(dirfd, name, flags);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+			return kiwi_error(err, errno, "registry", "cannot create `%s`", path);
+		fd = openat(dirfd, name, flags);
+	}
+	if (fd < 0) {
+		int saved = errno;
+		kiwi_error(err, saved, "registry", "cannot open `%s`", path);
+		errno = saved;
+		return -1;
+	}
+	if (check_owned(fd, path, forbidden, err) < 0)
+		return -1;
+	return TAKE_FD(fd);
+}
+
+/* $XDG_RUNTIME_DIR/kiwi/sandboxes, when that variable names a directory of
+ * the caller's own (a root shell's value survives `setpriv`, for one). */
+static int open_xdg(const char *xdg, bool create, struct regdir *d, kiwi_err *err)
+{
+	kiwi_err ignored;
+	_cleanup_close_ int base = open_sub(AT_FDCWD, xdg, xdg, false, 022, &ignored);
+	if (base < 0)
+		return 1;   /* not usable: the caller falls back */
+	snprintf(d->path, sizeof(d->path), "%s/kiwi", xdg);
+	_cleanup_close_ int kiwi = open_sub(base, "kiwi", d->path, create, 022, err);
+	if (kiwi < 0)
+		return -1;
+	snprintf(d->path, sizeof(d->path), "%s/kiwi/sandboxes", xdg);
+	d->fd = open_sub(kiwi, "sandboxes", d->path, create, 077, err);
+	return d->fd < 0 ? -1 : 0;
+}
+
+/* The caller's registry directory. Without create, one that does not exist
+ * gives -1 with errno ENOENT. */
+static int open_regdir(bool create, struct regdir *d, kiwi_err *err)
+{
+	*d = (struct regdir){ .fd = -1 };
+	if (geteuid() == 0) {
+		/* /run is root's alone, so the path up to here is too. */
+		snprintf(d->path, sizeof(d->path), ROOT_DIR);
+		if (create && (mkdir("/run/kiwi", 0755) < 0 && errno != EEXIST))
+			return kiwi_error(err, errno, "registry", "cannot create /run/kiwi");
+		d->fd = open_sub(AT_FDCWD, ROOT_DIR, ROOT_DIR, create, 077, err);
+		return d->fd < 0 ? -1 : 0;
+	}
+	/* No setuid: kiwi-run runs with the caller's own rights, so the
+	 * caller's environment is trusted as far as the caller is. */
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && xdg[0] == '/') {
+		int r = open_xdg(xdg, create, d, err);
+		if (r <= 0)
+			return r;
+	}
+	/* /tmp is sticky: only we can remove or rename a directory we own there. */
+	snprintf(d->path, sizeof(d->path), "/tmp/kiwi-run-%u", (unsigned)geteuid());
+	d->transient = true;
+	d->fd = open_sub(AT_FDCWD, d->path, d->path, create, 077, err);
+	return d->fd < 0 ? -1 : 0;
+}
+
+/* ---- the state file ------------------------------------------------------- */
+
+int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err)
+{
+	unsigned char r[KIWI_REGISTRY_ID_LEN / 2];
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return kiwi_error(err, errno, "registry", "cannot make a sandbox id");
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(id + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+static bool valid_id(const char *s, size_t min)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+	return s[n] == '\0' && n >= min && n <= KIWI_REGISTRY_ID_LEN;
+}
+
+char *kiwi_registry_format(const struct kiwi_registry_entry *e)
+{
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return NULL;
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "version");
+	kiwi_jw_int(w, 1);
+	kiwi_jw_key(w, "id");
+	kiwi_jw_string(w, e->id);
+	kiwi_jw_key(w, "pid");
+	kiwi_jw_int(w, e->pid);
+	kiwi_jw_key(w, "supervisor_pid");
+	kiwi_jw_int(w, e->supervisor_pid);
+	kiwi_jw_key(w, "uid");
+	kiwi_jw_int(w, e->uid);
+	kiwi_jw_key(w, "phase");
+	kiwi_jw_string(w, e->phase[0] ? e->phase : NULL);
+	kiwi_jw_key(w, "cgroup");
+	kiwi_jw_string(w, e->cgroup[0] ? e->cgroup : NULL);
+	kiwi_jw_key(w, "network");
+	kiwi_jw_string(w, e->network);
+	kiwi_jw_key(w, "command");
+	kiwi_jw_string(w, e->command);
+	kiwi_jw_key(w, "started_ns");
+	kiwi_jw_int(w, e->started_ns);
+	kiwi_jw_close_object(w);
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	return text ? strndup(text, len) : NULL;
+}
+
+/* A string field into a fixed buffer; null means "" where allowed. */
+static int get_string(const kiwi_json *root, const char *key, bool nullable, char *out, size_t len,
+		      kiwi_err *err)
+{
+	const kiwi_json *v = kiwi_json_get(root, key);
+	if (v && nullable && kiwi_json_type_of(v) == KIWI_JSON_NULL) {
+		out[0] = '\0';
+		return 0;
+	}
+	const char *s = v ? kiwi_json_string(v) : NULL;
+	if (!s)
+		return kiwi_error(err, EINVAL, "registry", "`%s` is missing or not a string", key);
+	if (strlen(s) >= len)
+		return kiwi_error(err, EINVAL, "registry", "`%s` is longer than %zu bytes", key, len - 1);
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+static int get_int(const kiwi_json *root, const char *key, long long min, long long max, long long *out,
+		   kiwi_err *err)
+{
+	const kiwi_json *v = kiwi_json_get(root, key);
+	if (!v || !kiwi_json_int(v, out) || *out < min || *out > max)
+		return kiwi_error(err, EINVAL, "registry", "`%s` is missing or not an integer in %lld..%lld",
+				  key, min, max);
+	return 0;
+}
+
+int kiwi_registry_parse(const char *text, size_t len, struct kiwi_registry_entry *e, kiwi_err *err)
+{
+	*e = (struct kiwi_registry_entry){ 0 };
+	_cleanup_json_ kiwi_json *root = kiwi_json_parse(text, len, err);
+	if (!root)
+		return -1;
+	if (kiwi_json_type_of(root) != KIWI_JSON_OBJECT)
+		return kiwi_error(err, EINVAL, "registry", "a state file holds one JSON object");
+	long long version, pid, sup, uid, started;
+	if (get_int(root, "version", 1, 1, &version, err) < 0 ||
+	    get_string(root, "id", false, e->id, sizeof(e->id), err) < 0 ||
+	    get_int(root, "pid", 1, INT_MAX, &pid, err) < 0 ||
+	    get_int(root, "supervisor_pid", 1, INT_MAX, &sup, err) < 0 ||
+	    get_int(root, "uid", 0, UINT32_MAX - 1, &uid, err) < 0 ||
+	    get_string(root, "phase", true, e->phase, sizeof(e->phase), err) < 0 ||
+	    get_string(root, "cgroup", true, e->cgroup, sizeof(e->cgroup), err) < 0 ||
+	    get_string(root, "network", false, e->network, sizeof(e->network), err) < 0 ||
+	    get_string(root, "command", false, e->command, sizeof(e->command), err) < 0 ||
+	    get_int(root, "started_ns", 0, INT64_MAX, &started, err) < 0)
+		return -1;
+	if (!valid_id(e->id, KIWI_REGISTRY_ID_LEN))
+		return kiwi_error(err, EINVAL, "registry", "`id` is not %d hex digits", KIWI_REGISTRY_ID_LEN);
+	e->pid = (pid_t)pid;
+	e->supervisor_pid = (pid_t)sup;
+	e->uid = (uid_t)uid;
+	e->started_ns = started;
+	return 0;
+}
+
+static int write_all(int fd, const char *text, kiwi_err *err)
+{
+	size_t len = strlen(text);
+	while (len) {
+		ssize_t n = write(fd, text, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return kiwi_error(err, n < 0 ? errno : EIO, "registry", "cannot write the state file");
+		text += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* One try at an unnamed, locked, written file linked in as name. Returns
+ * the fd, or -1; errno ENOENT means the (transient) directory went away
+ * under us and a fresh one may be made. */
+static int add_in(const struct regdir *d, const char *name, const char *text, kiwi_err *err)
+{
+	_cleanup_close_ int fd = openat(d->fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int saved = errno;
+		kiwi_error(err, saved, "registry", "cannot create a state file in `%s`", d->path);
+		errno = saved;
+		return -1;
+	}
+	/* Nobody else can reach an unnamed file: this never waits. */
+	if (flock(fd, LOCK_EX) < 0 || write_all(fd, text, err) < 0)
+		return kiwi_error(err, errno, "registry", "cannot write a state file in `%s`", d->path);
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, d->fd, name, AT_SYMLINK_FOLLOW) < 0) {
+		int saved = errno;
+		kiwi_error(err, saved, "registry", "cannot add `%s/%s`", d->path, name);
+		errno = saved;
+		return -1;
+	}
+	return TAKE_FD(fd);
+}
+
+int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry **out, kiwi_err *err)
+{
+	_cleanup_free_ char *text = kiwi_registry_format(e);
+	_cleanup_free_ struct kiwi_registry *r = calloc(1, sizeof(*r));
+	if (!text || !r)
+		return kiwi_error(err, ENOMEM, "registry", "out of memory");
+	snprintf(r->name, sizeof(r->name), "%s" SUFFIX, e->id);
+	/* The /tmp fallback is removed by the last sandbox to leave it; one
+	 * arriving at that moment makes it again. */
+	for (int tries = 0;; tries++) {
+		struct regdir d;
+		if (open_regdir(true, &d, err) < 0)
+			return -1;
+		r->fd = add_in(&d, r->name, text, err);
+		if (r->fd >= 0) {
+			r->dirfd = d.fd;
+			r->transient = d.transient;
+			snprintf(r->dir, sizeof(r->dir), "%s", d.path);
+			break;
+		}
+		int saved = errno;
+		close(d.fd);
+		if (saved != ENOENT || !d.transient || tries == 3)
+			return -1;
+	}
+	*out = TAKE_PTR(r);
+	return 0;
+}
+
+void kiwi_registry_remove(struct kiwi_registry *r)
+{
+	if (!r)
+		return;
+	int saved = errno;
+	/* Unlinked before the lock goes: no one ever sees it unlocked. */
+	unlinkat(r->dirfd, r->name, 0);
+	close(r->fd);
+	close(r->dirfd);
+	if (r->transient)
+		rmdir(r->dir);   /* fails while other sandboxes are registered */
+	free(r);
+	errno = saved;
+}
+
+/* ---- who holds what: /proc/locks ------------------------------------------ */
+
+/* The pid holding an exclusive flock on fd's file, 0 when none. */
+static pid_t lock_holder(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return 0;
+	_cleanup_close_ int lfd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
+	FILE *f = lfd >= 0 ? fdopen(lfd, "re") : NULL;
+	if (!f)
+		return 0;
+	TAKE_FD(lfd);
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	pid_t holder = 0;
+	/* "1: FLOCK  ADVISORY  WRITE 6210 fe:00:10952802 0 EOF"; blocked
+	 * waiters come as "1: -> FLOCK ..." and do not count. */
+	while (!holder && getline(&line, &cap, f) > 0) {
+		char kind[16], mode[16];
+		unsigned maj, min;
+		unsigned long ino;
+		int pid;
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%lu", kind, mode, &pid, &maj, &min, &ino) != 6)
+			continue;
+		if (!strcmp(kind, "FLOCK") && !strcmp(mode, "WRITE") && ino == st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev) && pid > 0)
+			holder = pid;
+	}
+	fclose(f);
+	return holder;
+}
+
+static void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+/* Whether pid's parent is parent and pid is pid 1 of its own namespace:
+ * the sandbox's init as its kiwi-run sees it. */
+static bool is_init_of(pid_t pid, pid_t parent)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	_cleanup_(fclosep) FILE *f = fopen(path, "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	int ppid = -1;
+	bool ns_init = false;
+	while (f && getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "PPid:", 5))
+			ppid = atoi(line + 5);
+		/* "NSpid:\t4242\t1": at least two levels, the last one 1. */
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *first = strchr(line, '\t'), *last = strrchr(line, '\t');
+			ns_init = first && last != first && atoi(last + 1) == 1;
+		}
+	}
+	return ppid == parent && ns_init;
+}
+
+/* ---- reading the directory ------------------------------------------------ */
+
+/* Opens and parses one entry. Returns 1 when it is live (its lock held by
+ * its supervisor), 0 when stale, -1 on error. With fd_out, the open file is
+ * handed back. */
+static int read_entry(int dirfd, const char *name, struct kiwi_registry_entry *e, int *fd_out, kiwi_err *err)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : kiwi_error(err, errno, "registry", "cannot open `%s`", name);
+	/* Gets a shared lock only when no kiwi-run holds it: a stale entry. */
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+		return 0;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (kiwi_read_bounded(fd, KIWI_REGISTRY_FILE_MAX, name, &text, &len, err) < 0 ||
+	    kiwi_registry_parse(text, len, e, err) < 0)
+		return kiwi_error_wrap(err, "state file `%s`", name);
+	/* Held by the kiwi-run the entry names, or (gc mid-way through a stale
+	 * one, a hand-made file) not a sandbox at all. */
+	if (lock_holder(fd) != e->supervisor_pid)
+		return 0;
+	if (fd_out)
+		*fd_out = TAKE_FD(fd);
+	return 1;
+}
+
+static bool entry_name(const char *name)
+{
+	size_t n = strlen(name);
+	return n == KIWI_REGISTRY_ID_LEN + strlen(SUFFIX) && !strcmp(name + KIWI_REGISTRY_ID_LEN, SUFFIX);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct kiwi_registry_entry *x = a, *y = b;
+	return (x->started_ns > y->started_ns) - (x->started_ns < y->started_ns);
+}
+
+/* Opens the directory for reading; 1 when there is none (nothing to list). */
+static int open_for_reading(struct regdir *d, DIR **dir, kiwi_err *err)
+{
+	kiwi_err e = { 0 };
+	if (open_regdir(false, d, &e) < 0) {
+		if (e.errnum == ENOENT)
+			return 1;
+		*err = e;
+		return -1;
+	}
+	int dup_fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	*dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!*dir) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		close(d->fd);
+		return kiwi_error(err, errno, "registry", "cannot list `%s`", d->path);
+	}
+	return 0;
+}
+
+int kiwi_registry_list(struct kiwi_registry_entry **out, size_t *n, kiwi_err *err)
+{
+	struct regdir d;
+	DIR *dir = NULL;
+	*out = NULL;
+	*n = 0;
+	int r = open_for_reading(&d, &dir, err);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
+	struct kiwi_registry_entry *v = NULL, one;
+	size_t count = 0;
+	int rc = 0;
+	for (struct dirent *de; rc == 0 && (de = readdir(dir));) {
+		if (!entry_name(de->d_name) || (r = read_entry(d.fd, de->d_name, &one, NULL, err)) == 0)
+			continue;
+		struct kiwi_registry_entry *grown = r > 0 ? realloc(v, (count + 1) * sizeof(*v)) : NULL;
+		if (!grown) {
+			rc = r < 0 ? -1 : kiwi_error(err, ENOMEM, "registry", "out of memory");
+			continue;
+		}
+		v = grown;
+		v[count++] = one;
+	}
+	closedir(dir);
+	close(d.fd);
+	if (rc < 0) {
+		free(v);
+		return -1;
+	}
+	if (count)
+		qsort(v, count, sizeof(*v), by_start);
+	*out = v;
+	*n = count;
+	return 0;
+}
+
+int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
+{
+	struct regdir d;
+	DIR *dir = NULL;
+	*removed = 0;
+	int r = open_for_reading(&d, &dir, err);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
+	for (struct dirent *de; (de = readdir(dir));) {
+		if (!entry_name(de->d_name))
+			continue;
+		_cleanup_close_ int fd = openat(d.fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* Exclusive, so two gcs never both count one entry. */
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(d.fd, de->d_name, 0) == 0)
+			(*removed)++;
+	}
+	closedir(dir);
+	close(d.fd);
+	if (d.transient)
+		rmdir(d.path);
+	return 0;
+}
+
+/* ---- kill ----------------------------------------------------------------- */
+
+bool kiwi_registry_signal_ok(int sig)
+{
+	static const int ok[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGKILL };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(ok); i++)
+		if (ok[i] == sig)
+			return true;
+	return false;
+}
+
+/* The live entry id names (or the only one it is a prefix of). */
+static int find_entry(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
+{
+	if (!valid_id(id, 4))
+		return kiwi_error(err, EINVAL, "kill", "`%s` is not a sandbox id (4 to %d hex digits, see "
+				  "`kiwi-run list`)", id, KIWI_REGISTRY_ID_LEN);
+	struct regdir d;
+	DIR *dir = NULL;
+	int r = open_for_reading(&d, &dir, err);
+	if (r < 0)
+		return -1;
+	int found = 0;
+	for (struct dirent *de; r == 0 && found < 2 && (de = readdir(dir));) {
+		struct kiwi_registry_entry one;
+		int one_fd = -1;
+		if (!entry_name(de->d_name) || strncmp(de->d_name, id, strlen(id)))
+			continue;
+		kiwi_err ignored;
+		if (read_entry(d.fd, de->d_name, &one, &one_fd, &ignored) <= 0)
+			continue;
+		if (found++)
+			close(*fd);
+		*e = one;
+		*fd = one_fd;
+	}
+	if (r == 0) {
+		closedir(dir);
+		close(d.fd);
+	}
+	if (found == 1)
+		return 0;
+	if (found > 1) {
+		close(*fd);
+		return kiwi_error(err, EINVAL, "kill", "`%s` names more than one sandbox: give more digits", id);
+	}
+	return kiwi_error(err, 0, "kill", "no running sandbox `%s` of uid %u (see `kiwi-run list`)", id,
+			  (unsigned)geteuid());
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_signal(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* A pidfd for the entry's target, proven to be that sandbox's: the target
+ * is opened first, then checked, so a check that passes speaks for it. */
+static int open_target(const struct kiwi_registry_entry *e, int file, int sig, kiwi_err *err)
+{
+	pid_t pid = sig == SIGKILL ? e->pid : e->supervisor_pid;
+	_cleanup_close_ int pidfd = pidfd_open_(pid);
+	if (pidfd < 0 && errno != ESRCH)
+		return kiwi_error(err, errno, "kill", "cannot open process %d", (int)pid);
+	/* The supervisor still holds the lock: it is alive, so the pid it
+	 * holds it under was never reused. Its sandbox's init is its child
+	 * and pid 1 of a namespace; kiwi-run makes no other child. */
+	if (pidfd < 0 || lock_holder(file) != e->supervisor_pid ||
+	    (sig == SIGKILL && !is_init_of(e->pid, e->supervisor_pid)))
+		return kiwi_error(err, 0, "kill", "sandbox `%s` has just ended", e->id);
+	return TAKE_FD(pidfd);
+}
+
+int kiwi_registry_kill(const char *id, int sig, kiwi_err *err)
+{
+	if (!kiwi_registry_signal_ok(sig))
+		return kiwi_error(err, EINVAL, "kill",
+				  "signal %d is not one kiwi-run passes on: use TERM, INT, HUP, QUIT, "
+				  "USR1, USR2 or KILL", sig);
+	struct kiwi_registry_entry e;
+	_cleanup_close_ int file = -1;
+	if (find_entry(id, &e, &file, err) < 0)
+		return -1;
+	_cleanup_close_ int pidfd = open_target(&e, file, sig, err);
+	if (pidfd < 0)
+		return -1;
+	if (pidfd_signal(pidfd, sig) < 0)
+		return kiwi_error(err, errno, "kill", "cannot signal sandbox `%s`", e.id);
+	return 0;
+}
