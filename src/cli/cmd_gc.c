@@ -6,6 +6,7 @@
 #include "kiwi/cgroup.h"
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
+#include "kiwi/registry.h"
 
 #include <getopt.h>
 #include <stdbool.h>
@@ -31,7 +32,7 @@ int kiwi_cmd_gc(int argc, char **argv)
 		case 'h':
 			printf("usage: kiwi-run gc [--cgroup-parent PATH]\n\n"
 			       "Removes the cgroups, veths, nftables tables and address leases of\n"
-			       "kiwi-runs that are gone. See kiwi-run(1).\n");
+			       "kiwi-runs that are gone, and their stale `list` entries. See kiwi-run(1).\n");
 			return 0;
 		default:
 			return kiwi_cli_usage_error("gc", "unknown option `%s`", argv[optind - 1]);
@@ -42,10 +43,11 @@ int kiwi_cmd_gc(int argc, char **argv)
 
 	/* Each sweep runs whatever the other found: a host (or a network
 	 * namespace's view of /sys) without cgroup v2 still has veths. */
-	kiwi_err cg_err = { 0 }, net_err = { 0 };
-	unsigned cgroups = 0, network = 0;
+	kiwi_err cg_err = { 0 }, net_err = { 0 }, reg_err = { 0 };
+	unsigned cgroups = 0, network = 0, entries = 0;
 	bool cg_failed = kiwi_cgroup_gc(cgroup_parent, &cgroups, &cg_err) < 0;
 	bool net_failed = kiwi_egress_gc(&network, &net_err) < 0;
+	bool reg_failed = kiwi_registry_gc(&entries, &reg_err) < 0;
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (w) {
 		kiwi_jw_open_object(w);
@@ -53,6 +55,8 @@ int kiwi_cmd_gc(int argc, char **argv)
 		kiwi_jw_int(w, cgroups);
 		kiwi_jw_key(w, "network_removed");
 		kiwi_jw_int(w, network);
+		kiwi_jw_key(w, "registry_removed");
+		kiwi_jw_int(w, entries);
 		kiwi_jw_close_object(w);
 		printf("%s\n", kiwi_jw_text(w, NULL));
 	}
@@ -60,5 +64,7 @@ int kiwi_cmd_gc(int argc, char **argv)
 		kiwi_cli_print_error(&cg_err);
 	if (net_failed)
 		kiwi_cli_print_error(&net_err);
-	return cg_failed || net_failed ? KIWI_EXIT_FAILED : 0;
+	if (reg_failed)
+		kiwi_cli_print_error(&reg_err);
+	return cg_failed || net_failed || reg_failed ? KIWI_EXIT_FAILED : 0;
 }

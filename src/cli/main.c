@@ -18,6 +18,8 @@ static const struct {
 	{ "run", kiwi_cmd_run, "run a command in a fresh sandbox" },
 	{ "gc", kiwi_cmd_gc, "remove what dead kiwi-runs left behind" },
 	{ "plan", kiwi_cmd_plan, "print, as JSON, what phase install would run and why" },
+	{ "list", kiwi_cmd_list, "list the running sandboxes" },
+	{ "kill", kiwi_cmd_kill, "send a signal to a running sandbox" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)
