@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`kiwi-run list` and `kiwi-run kill`: the registry of running sandboxes."""
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import OTHER_USER, Sandbox, explain
+
+
+def registry_dir(kiwi, env):
+    """Where kiwi-run keeps the state files of KIWI's user under ENV."""
+    if kiwi.mode == "root":
+        return Path("/run/kiwi/sandboxes")
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and os.stat(xdg).st_uid == kiwi.uid:
+        return Path(xdg) / "kiwi" / "sandboxes"
+    return Path(f"/tmp/kiwi-run-{kiwi.uid}")
+
+
+def no_xdg(kiwi):
+    env = kiwi.env()
+    env.pop("XDG_RUNTIME_DIR", None)
+    return env
+
+
+def one_error_line(r, *words):
+    assert r.returncode == 125, explain(r)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiwi-run: "), explain(r)
+    for w in words:
+        assert w in lines[0], explain(r)
+
+
+def test_list_shows_a_running_sandbox(kiwi, sandbox):
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    assert re.fullmatch(r"[0-9a-f]{12}", e["id"]), e
+    assert e["uid"] == kiwi.uid
+    assert e["phase"] is None and e["cgroup"] is None and e["network"] == "none"
+    assert e["command"] == "sleep 1000"
+    assert 0 <= e["age_s"] < 3600
+    # pid is the sandbox's init: a child of kiwi-run, pid 1 of its namespace
+    status = Path(f"/proc/{e['pid']}/status").read_text()
+    assert f"PPid:\t{s.proc.pid}\n" in status
+    assert re.search(r"^NSpid:\t\d+\t1$", status, re.M), status
+    # the table names the same sandbox, one line under the header
+    r = s.ops("list")
+    assert r.returncode == 0, explain(r)
+    header, *rows = r.stdout.splitlines()
+    assert header.split() == ["ID", "PID", "PHASE", "CGROUP", "NETWORK", "AGE", "COMMAND"]
+    row = [l.split() for l in rows if l.startswith(e["id"])]
+    assert row and row[0][:5] == [e["id"], str(e["pid"]), "-", "-", "none"], r.stdout
+    assert row[0][6:] == ["sleep", "1000"]
+    # the state file, closed to others
+    f = registry_dir(kiwi, s.env) / f"{e['id']}.json"
+    st = f.stat()
+    assert st.st_uid == kiwi.uid and st.st_mode & 0o077 == 0
+    assert f.parent.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("sig,status", [(None, 128 + 15), ("KILL", 128 + 9), ("INT", 128 + 2),
+                                        ("SIGHUP", 128 + 1), ("15", 128 + 15)])
+def test_kill_ends_it_and_kiwi_run_reports_the_signal(kiwi, sandbox, sig, status):
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    r = s.ops("kill", e["id"][:6], *([sig] if sig else []))
+    assert r.returncode == 0 and r.stderr == "", explain(r)
+    code, out, err = s.finish()
+    assert code == status, err
+    assert s.listed() is None
+    assert not (registry_dir(kiwi, s.env) / f"{e['id']}.json").exists()
+
+
+def test_kill_unknown_id_bad_id_bad_signal(kiwi, sandbox):
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    one_error_line(s.ops("kill", "0123456789ab" if e["id"] != "0123456789ab" else "ba9876543210"),
+                   "kill", "no running sandbox")
+    one_error_line(s.ops("kill", "not-an-id"), "kill", "not a sandbox id")
+    one_error_line(s.ops("kill", e["id"], "STOP"), "kill", "STOP")
+    one_error_line(s.ops("kill", e["id"], "TERM", "extra"), "kill", "extra")
+    one_error_line(s.ops("kill"), "kill", "no sandbox id")
+    one_error_line(s.ops("list", "--bogus"), "list", "--bogus")
+    assert s.proc.poll() is None, "a refused kill ended the sandbox"
+
+
+def test_entry_removed_on_every_path(kiwi, scratch):
+    """Success, a command that fails, one that cannot be found, a setup
+    failure before clone: the private registry is empty after each."""
+    env = kiwi.env()
+    xdg = Path(tempfile.mkdtemp(prefix="xdg-", dir=scratch))
+    xdg.chmod(0o700)
+    os.chown(xdg, kiwi.uid, kiwi.gid)
+    if kiwi.mode == "root":
+        pytest.skip("root's registry is /run/kiwi/sandboxes, shared with every root kiwi-run "
+                    "of this host: covered by the SIGKILL and kill tests")
+    env["XDG_RUNTIME_DIR"] = str(xdg)
+    reg = xdg / "kiwi" / "sandboxes"
+    for cmd, want in ((["true"], 0), (["false"], 1), (["/no/such/program"], 127),
+                      (["sh", "-c", "kill -9 $$"], 137)):
+        r = subprocess.run(kiwi.argv(cmd), capture_output=True, text=True, env=env, timeout=10,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == want, explain(r)
+        assert reg.is_dir() and list(reg.iterdir()) == [], (cmd, list(reg.iterdir()))
+    r = subprocess.run(kiwi.argv(["true"], rootfs="/no/such/rootfs"), capture_output=True,
+                       text=True, env=env, timeout=10)
+    assert r.returncode == 125 and list(reg.iterdir()) == []
+    # while one runs, its entry is in this directory (XDG_RUNTIME_DIR is used)
+    s = Sandbox(kiwi, env=env)
+    try:
+        e = s.wait_listed()
+        assert [p.name for p in reg.iterdir()] == [f"{e['id']}.json"]
+        assert s.ops("kill", e["id"]).returncode == 0
+        assert s.finish()[0] == 128 + 15
+    finally:
+        s.close()
+    assert list(reg.iterdir()) == []
+
+
+def test_tmp_fallback_is_removed_when_empty(kiwi, sandbox):
+    if kiwi.mode == "root":
+        pytest.skip("root always uses /run/kiwi/sandboxes")
+    s = sandbox(env=no_xdg(kiwi))
+    s.ops("gc")  # stale entries another test left would keep the directory
+    e = s.wait_listed()
+    d = Path(f"/tmp/kiwi-run-{kiwi.uid}")
+    assert (d / f"{e['id']}.json").exists() and d.stat().st_mode & 0o777 == 0o700
+    assert s.ops("kill", e["id"]).returncode == 0
+    s.finish()
+    assert not d.exists()
+
+
+def test_sigkill_of_kiwi_run_leaves_a_stale_entry_that_gc_removes(kiwi, sandbox):
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    f = registry_dir(kiwi, s.env) / f"{e['id']}.json"
+    s.proc.kill()
+    s.finish()
+    assert f.exists(), "the entry should outlive a SIGKILLed kiwi-run"
+    # stale: not listed, and kill does not reach anything through it
+    assert e["id"] not in s.ops("list").stdout
+    assert e["id"] not in [x["id"] for x in json.loads(s.ops("list", "--json").stdout)]
+    one_error_line(s.ops("kill", e["id"], "KILL"), "no running sandbox")
+    r = s.ops("gc")
+    # Rootless, the network sweep of gc fails on its own (it lists nftables
+    # tables, which needs CAP_NET_ADMIN); the registry sweep still runs.
+    assert r.returncode == 0 or (kiwi.mode == "rootless" and "nftables" in r.stderr), explain(r)
+    assert json.loads(r.stdout)["registry_removed"] >= 1
+    assert not f.exists()
+
+
+def as_other(kiwi):
+    """A user who is neither root nor the owner of KIWI's sandboxes."""
+    if kiwi.mode == "root":
+        return ["setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups"]
+    return OTHER_USER
+
+
+def test_another_user_cannot_list_or_kill(kiwi, sandbox):
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    other = as_other(kiwi)
+    env = no_xdg(kiwi)
+    r = subprocess.run([*other, kiwi.binary, "list", "--json"], capture_output=True, text=True,
+                       env=env, timeout=10)
+    assert r.returncode == 0, explain(r)
+    assert e["id"] not in r.stdout
+    for sig in ("TERM", "KILL"):
+        r = subprocess.run([*other, kiwi.binary, "kill", e["id"], sig], capture_output=True,
+                           text=True, env=env, timeout=10)
+        one_error_line(r, "no running sandbox")
+    assert s.proc.poll() is None and s.listed() is not None
+
+
+FORGER = r"""
+import fcntl, json, os, sys
+d, entry, holder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+if holder == "forger":
+    entry["supervisor_pid"] = os.getpid()
+os.makedirs(d, mode=0o700, exist_ok=True)
+fd = os.open(os.path.join(d, entry["id"] + ".json"), os.O_CREAT | os.O_RDWR, 0o600)
+os.write(fd, json.dumps(entry).encode())
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("holder", ["victim", "forger"])
+def test_forged_entry_cannot_reach_another_users_sandbox(kiwi, sandbox, scratch, holder):
+    """Another user writes an entry of their own naming the victim's init as
+    pid and, as supervisor, the victim's kiwi-run or the forger's own
+    process (which then holds the lock, as a real supervisor would), and
+    holds its lock: kill must refuse, the victim live on."""
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    other = as_other(kiwi)
+    uid = int(subprocess.run([*other, "id", "-u"], capture_output=True, text=True).stdout)
+    xdg = Path(tempfile.mkdtemp(prefix="forge-", dir=scratch))
+    xdg.chmod(0o700)
+    os.chown(xdg, uid, -1)
+    env = no_xdg(kiwi)
+    env["XDG_RUNTIME_DIR"] = str(xdg)
+    forged = {k: v for k, v in e.items() if k not in ("age_s", "started")}
+    forged.update(id="f0f0f0f0f0f0", started_ns=time.time_ns(), version=1)
+    locker = subprocess.Popen([*other, "/usr/bin/python3", "-c", FORGER,
+                               str(xdg / "kiwi" / "sandboxes"), json.dumps(forged), holder],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline() == "ready\n"
+        r = subprocess.run([*other, kiwi.binary, "list", "--json"], capture_output=True,
+                           text=True, env=env, timeout=10)
+        listed = [x["id"] for x in json.loads(r.stdout)]
+        assert listed == ([] if holder == "victim" else ["f0f0f0f0f0f0"]), listed
+        for sig in ("TERM", "KILL"):
+            r = subprocess.run([*other, kiwi.binary, "kill", forged["id"], sig], capture_output=True,
+                               text=True, env=env, timeout=10)
+            # TERM to the forger's own locker is its own business; KILL to
+            # the victim's init and anything to the victim's kiwi-run is not
+            if holder == "victim" or sig == "KILL":
+                assert r.returncode == 125, explain(r)
+        assert s.proc.poll() is None and s.listed() is not None
+    finally:
+        if locker.poll() is None:
+            locker.stdin.close()
+            locker.kill()
+        locker.wait()
