@@ -20,6 +20,7 @@ static const struct {
 	{ "plan", kiwi_cmd_plan, "print, as JSON, what phase install would run and why" },
 	{ "list", kiwi_cmd_list, "list the running sandboxes" },
 	{ "kill", kiwi_cmd_kill, "send a signal to a running sandbox" },
+	{ "doctor", kiwi_cmd_doctor, "check what this host offers kiwi-run" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)

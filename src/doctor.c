@@ -1,0 +1,554 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The host checks of `kiwi-run doctor` (see include/kiwi/doctor.h). Each
+ * check fills one result: what it found, and when something does not work,
+ * the fix a person can apply. Trials that change kernel state run in a
+ * forked child inside fresh namespaces, which vanish with it. */
+#include "kiwi/doctor.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/landlock.h"
+#include "kiwi/nft.h"
+#include "kiwi/seccomp.h"
+#include "kiwi/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/netfilter.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define NEEDED_CONTROLLERS "cpu io memory pids"
+
+/* ---- small helpers -------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4)))
+static void set(struct kiwi_check_result *r, enum kiwi_check_status s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
+	va_end(ap);
+	/* A required check that does not work fails the host; any other warns. */
+	r->status = s == KIWI_CHECK_OK ? s : r->required ? KIWI_CHECK_FAIL : KIWI_CHECK_WARN;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void set_fix(struct kiwi_check_result *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->fix, sizeof(r->fix), fmt, ap);
+	va_end(ap);
+}
+
+/* The first line of a small file, trailing whitespace cut; false when it
+ * cannot be read. */
+static bool read_line(const char *path, char *buf, size_t len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n'))
+		buf[--n] = '\0';
+	return true;
+}
+
+static long read_long(const char *path, long fallback)
+{
+	char buf[64];
+	return read_line(path, buf, sizeof(buf)) ? strtol(buf, NULL, 10) : fallback;
+}
+
+/* Runs fn in a forked child; its return value (0 ok, else an errno) comes
+ * back as the exit status. The child shares nothing it could leave behind:
+ * what it makes lives in namespaces that die with it. */
+static int in_child(int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0)
+		_exit(fn(arg) & 0xff);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return errno;
+	if (WIFSIGNALED(status))
+		return EINTR;
+	return WEXITSTATUS(status);
+}
+
+/* Writes "0 <id> 1" maps for ourselves in a fresh user namespace. */
+static int map_self(uid_t uid, gid_t gid)
+{
+	char line[64];
+	int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, "deny", 4);
+		close(fd);
+	}
+	static const char *const files[] = { "/proc/self/uid_map", "/proc/self/gid_map" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(line, sizeof(line), "0 %u 1", i ? (unsigned)gid : (unsigned)uid);
+		fd = open(files[i], O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, line, strlen(line)) < 0) {
+			int saved = errno;
+			if (fd >= 0)
+				close(fd);
+			return saved;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+/* ---- user namespaces ------------------------------------------------------ */
+
+static void check_userns_sysctl(struct kiwi_check_result *r)
+{
+	long clone = read_long("/proc/sys/kernel/unprivileged_userns_clone", -1);
+	long max = read_long("/proc/sys/user/max_user_namespaces", -1);
+	long aa = read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", -1);
+	char found[256];
+	snprintf(found, sizeof(found),
+		 "kernel.unprivileged_userns_clone=%s, user.max_user_namespaces=%ld, "
+		 "kernel.apparmor_restrict_unprivileged_userns=%s",
+		 clone < 0 ? "(absent)" : clone ? "1" : "0", max,
+		 aa < 0 ? "(absent)" : aa ? "1" : "0");
+	if (max == 0) {
+		set(r, KIWI_CHECK_FAIL, "%s: user namespaces are disabled for everyone", found);
+		set_fix(r, "sysctl -w user.max_user_namespaces=10000 (and in /etc/sysctl.d/)");
+	} else if (clone == 0 && geteuid() != 0) {
+		set(r, KIWI_CHECK_FAIL, "%s: unprivileged users may not create user namespaces", found);
+		set_fix(r, "sysctl -w kernel.unprivileged_userns_clone=1 (and in /etc/sysctl.d/), or run as root");
+	} else if (aa > 0 && geteuid() != 0) {
+		set(r, KIWI_CHECK_FAIL, "%s: AppArmor lets unconfined unprivileged programs create user "
+			"namespaces only without capabilities in them", found);
+		set_fix(r, "give kiwi-run an AppArmor profile with `userns,` (see /etc/apparmor.d/), or "
+			"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0");
+	} else {
+		set(r, KIWI_CHECK_OK, "%s%s", found,
+		    clone == 0 || aa > 0 ? " (these restrict unprivileged users only; this is root)" : "");
+	}
+}
+
+static int try_sandbox_clone(void *arg)
+{
+	(void)arg;
+	int pidfd = -1;
+	kiwi_err err;
+	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, -1, &pidfd, &err);
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0)
+		return err.errnum ? err.errnum : EPERM;
+	int status;
+	waitpid(pid, &status, 0);
+	return 0;
+}
+
+static int try_userns_as_nobody(void *arg)
+{
+	(void)arg;
+	if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+		return errno;
+	return unshare(CLONE_NEWUSER) < 0 ? errno : 0;
+}
+
+static void check_userns_clone(struct kiwi_check_result *r)
+{
+	int e = in_child(try_sandbox_clone, NULL);
+	if (e) {
+		set(r, KIWI_CHECK_FAIL, "clone3 with new user, mount, pid, net, uts, ipc and cgroup "
+			"namespaces fails for uid %u: %s", (unsigned)geteuid(), strerror(e));
+		set_fix(r, e == EPERM || e == EACCES
+			   ? "see userns.sysctl; inside a container, allow user namespaces (docker: "
+			     "--security-opt seccomp=unconfined or a profile with clone3, unshare)"
+			   : e == ENOSPC ? "raise user.max_user_namespaces (sysctl)" : "a kernel with user namespaces");
+		return;
+	}
+	if (geteuid() != 0) {
+		set(r, KIWI_CHECK_OK, "clone3 with every sandbox namespace works for uid %u", (unsigned)geteuid());
+		return;
+	}
+	int u = in_child(try_userns_as_nobody, NULL);
+	set(r, KIWI_CHECK_OK, "clone3 with every sandbox namespace works for root; unprivileged users "
+	    "(tried as nobody): %s", u ? strerror(u) : "work too");
+}
+
+/* ---- cgroups -------------------------------------------------------------- */
+
+/* Where the unified hierarchy is mounted, "" when nowhere. */
+static void cgroup2_mount(char *out, size_t len, bool *v1)
+{
+	out[0] = '\0';
+	*v1 = false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[1024];
+	while (f && fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX];
+		if (strstr(line, " - cgroup "))
+			*v1 = true;
+		if (!out[0] && strstr(line, " - cgroup2 ") &&
+		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1)
+			snprintf(out, len, "%s", mnt);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The needed controllers missing from a cgroup.controllers line. */
+static void missing_controllers(const char *have, char *out, size_t len)
+{
+	char need[] = NEEDED_CONTROLLERS, *save = NULL;
+	size_t o = 0;
+	out[0] = '\0';
+	for (char *c = strtok_r(need, " ", &save); c; c = strtok_r(NULL, " ", &save)) {
+		char padded[600], word[16];
+		snprintf(padded, sizeof(padded), " %s ", have);
+		snprintf(word, sizeof(word), " %s ", c);
+		if (!strstr(padded, word) && o < len)
+			o += (size_t)snprintf(out + o, len - o, "%s%s", o ? " " : "", c);
+	}
+}
+
+static void check_cgroup_mode(struct kiwi_check_result *r)
+{
+	char mnt[PATH_MAX];
+	bool v1;
+	cgroup2_mount(mnt, sizeof(mnt), &v1);
+	struct statfs sf;
+	bool unified = statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+	static const char fix[] = "boot with systemd.unified_cgroup_hierarchy=1 (or cgroup_no_v1=all) on "
+				  "the kernel command line (/etc/default/grub, then update-grub and reboot)";
+	if (unified) {
+		set(r, KIWI_CHECK_OK, "unified: cgroup v2 only, at /sys/fs/cgroup");
+	} else if (mnt[0]) {
+		set(r, KIWI_CHECK_WARN, "hybrid: cgroup v2 at %s, but the controllers are bound to cgroup v1 "
+			"under /sys/fs/cgroup; --memory, --pids, --cpus and the other limits will fail "
+			"(a run without limits works)", mnt);
+		set_fix(r, "%s", fix);
+	} else {
+		set(r, KIWI_CHECK_WARN, "legacy: %s; resource limits will fail (a run without limits works)",
+		    v1 ? "cgroup v1 only" : "no cgroup filesystem mounted");
+		set_fix(r, "%s", fix);
+	}
+}
+
+/* Root's cgroups go under <mount>/kiwi.slice: the controllers must be
+ * offered at the hierarchy's root. */
+static void check_cgroup_root(struct kiwi_check_result *r)
+{
+	char mnt[PATH_MAX], path[PATH_MAX + 32], have[512] = "", miss[64];
+	bool v1;
+	cgroup2_mount(mnt, sizeof(mnt), &v1);
+	if (!mnt[0]) {
+		set(r, KIWI_CHECK_WARN, "no cgroup v2 hierarchy: root's sandboxes cannot have limits");
+		set_fix(r, "see cgroup.mode");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", mnt);
+	read_line(path, have, sizeof(have));
+	missing_controllers(have, miss, sizeof(miss));
+	if (miss[0]) {
+		set(r, KIWI_CHECK_WARN, "root's sandboxes would go under %s/kiwi.slice, where the hierarchy "
+			"offers `%s` and lacks %s", mnt, have, miss);
+		set_fix(r, "%s", strcmp(mnt, "/sys/fs/cgroup")
+			? "see cgroup.mode: the controllers are held by cgroup v1"
+			: "free the controllers from cgroup v1 (cgroup_no_v1=all)");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "root's sandboxes go under %s/kiwi.slice, with %s", mnt, NEEDED_CONTROLLERS);
+}
+
+/* A caller's cgroups go beside its own (in its parent), which must be
+ * delegated to it: writable, with the controllers handed down. */
+static void check_cgroup_user(struct kiwi_check_result *r)
+{
+	char mnt[PATH_MAX], own[PATH_MAX] = "", dir[PATH_MAX * 2], f[PATH_MAX * 2 + 32], have[512] = "",
+	     miss[64], text[4096] = "";
+	bool v1;
+	if (geteuid() == 0) {
+		set(r, KIWI_CHECK_OK, "the caller is root (see cgroup.root); run `kiwi-run doctor` as a user "
+		    "to check that user's delegation");
+		return;
+	}
+	cgroup2_mount(mnt, sizeof(mnt), &v1);
+	_cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	text[n > 0 ? n : 0] = '\0';
+	const char *p = strstr(text, "0::");
+	if (!mnt[0] || !p) {
+		set(r, KIWI_CHECK_WARN, "uid %u is in no cgroup v2 cgroup: its sandboxes cannot have limits",
+		    (unsigned)geteuid());
+		set_fix(r, "see cgroup.mode");
+		return;
+	}
+	snprintf(own, sizeof(own), "%.*s", (int)strcspn(p + 3, "\n"), p + 3);
+	char *slash = strrchr(own, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(dir, sizeof(dir), "%s%s", mnt, own);
+	snprintf(f, sizeof(f), "%s/cgroup.controllers", dir);
+	read_line(f, have, sizeof(have));
+	missing_controllers(have, miss, sizeof(miss));
+	snprintf(f, sizeof(f), "%s/cgroup.procs", dir);
+	bool writable = access(dir, W_OK) == 0 && access(f, W_OK) == 0;
+	if (!writable || miss[0]) {
+		set(r, KIWI_CHECK_WARN, "uid %u's sandboxes would go under %s/kiwi, which %s%s%s",
+		    (unsigned)geteuid(), dir, writable ? "" : "is not delegated to it (not writable)",
+		    !writable && miss[0] ? " and " : "", miss[0] ? "lacks the controllers " : "");
+		size_t l = strlen(r->detail);
+		snprintf(r->detail + l, sizeof(r->detail) - l, "%s", miss);
+		set_fix(r, "run under a delegated scope: systemd-run --user --scope -p Delegate=yes "
+			"kiwi-run ..., or pass --cgroup-parent a cgroup you own%s",
+			miss[0] && strcmp(mnt, "/sys/fs/cgroup") ? "; and see cgroup.mode" : "");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "uid %u's sandboxes go under %s/kiwi, delegated, with %s", (unsigned)geteuid(),
+	    dir, NEEDED_CONTROLLERS);
+}
+
+/* ---- nftables, overlayfs, seccomp, landlock ------------------------------- */
+
+static int try_nft(void *arg)
+{
+	(void)arg;
+	if (unshare(geteuid() ? CLONE_NEWUSER | CLONE_NEWNET : CLONE_NEWNET) < 0)
+		return errno;
+	kiwi_err err = { 0 };
+	_cleanup_nft_ struct kiwi_nft *n = kiwi_nft_begin(NFPROTO_INET, "kiwi_doctor", &err);
+	if (!n)
+		return err.errnum ? err.errnum : ENOMEM;
+	kiwi_nft_add_table(n, 0);
+	return kiwi_nft_commit(n, NULL, &err) < 0 ? (err.errnum ? err.errnum : EPROTO) : 0;
+}
+
+static void check_nftables(struct kiwi_check_result *r)
+{
+	int e = in_child(try_nft, NULL);
+	if (e) {
+		set(r, KIWI_CHECK_WARN, "cannot create an nftables table in a fresh network namespace: %s; "
+			"--network egress will fail", strerror(e));
+		set_fix(r, "load the nf_tables module (modprobe nf_tables) or use a kernel with "
+			"CONFIG_NF_TABLES and CONFIG_NF_TABLES_INET");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "an inet table can be created in a fresh network namespace%s",
+	    geteuid() ? " (egress for an unprivileged user also needs kiwi-helper: see helper)" : "");
+}
+
+static int try_overlay(void *arg)
+{
+	(void)arg;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return errno;
+	int e = map_self(uid, gid);
+	if (e)
+		return e;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("kiwi-doctor", "/tmp", "tmpfs", 0, "size=1m") < 0)
+		return errno;
+	static const char *const dirs[] = { "/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(dirs); i++)
+		if (mkdir(dirs[i], 0755) < 0)
+			return errno;
+	if (mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w") < 0)
+		return errno;
+	return 0;
+}
+
+static void check_overlayfs(struct kiwi_check_result *r)
+{
+	int e = in_child(try_overlay, NULL);
+	if (e) {
+		set(r, KIWI_CHECK_WARN, "cannot mount overlayfs in a user namespace: %s", strerror(e));
+		set_fix(r, "modprobe overlay; mounting it in a user namespace needs Linux 5.11 or later");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "overlayfs mounts in a user namespace");
+}
+
+static int try_seccomp(void *arg)
+{
+	(void)arg;
+	kiwi_err err = { 0 };
+	struct kiwi_seccomp *f = NULL;
+	if (kiwi_seccomp_compile_default(&f, &err) < 0)
+		return err.errnum ? err.errnum : EINVAL;
+	int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || kiwi_seccomp_load(f, &err) < 0;
+	kiwi_seccomp_free(f);
+	return r ? (err.errnum ? err.errnum : errno) : 0;
+}
+
+static void check_seccomp(struct kiwi_check_result *r)
+{
+	int e = in_child(try_seccomp, NULL);
+	if (e) {
+		set(r, KIWI_CHECK_FAIL, "cannot load the default seccomp filter: %s", strerror(e));
+		set_fix(r, "a kernel with CONFIG_SECCOMP_FILTER; inside a container, a seccomp profile that "
+			"allows seccomp(2)");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "the default filter loads");
+}
+
+static void check_landlock(struct kiwi_check_result *r)
+{
+	int abi = kiwi_landlock_abi();
+	if (abi <= 0) {
+		set(r, KIWI_CHECK_WARN, "the kernel offers no Landlock: --landlock adds nothing");
+		set_fix(r, "Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= "
+			"boot parameter");
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "Landlock ABI %d", abi);
+}
+
+/* ---- the setuid helper ---------------------------------------------------- */
+
+/* The first candidate that exists: $KIWI_HELPER, beside our own binary,
+ * then the usual install places. */
+static bool find_helper(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	const char *env = secure_getenv("KIWI_HELPER");
+	char beside[PATH_MAX + 16];
+	snprintf(beside, sizeof(beside), "%s/kiwi-helper", self);
+	const char *const candidates[] = {
+		env, n > 0 ? beside : NULL, "/usr/local/libexec/kiwi/kiwi-helper",
+		"/usr/local/libexec/kiwi-helper", "/usr/libexec/kiwi/kiwi-helper", "/usr/libexec/kiwi-helper",
+		"/usr/local/bin/kiwi-helper", "/usr/local/sbin/kiwi-helper", "/usr/bin/kiwi-helper",
+		"/usr/sbin/kiwi-helper",
+	};
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(candidates); i++)
+		if (candidates[i] && access(candidates[i], F_OK) == 0) {
+			snprintf(out, len, "%s", candidates[i]);
+			return true;
+		}
+	return false;
+}
+
+/* Root-owned and writable by no one else, the directories above it too:
+ * otherwise whoever can write there can rewrite the admin's policy. */
+static const char *unsafe(const char *path, bool want_setuid)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return "cannot be read";
+	if (st.st_uid != 0)
+		return "is not owned by root";
+	if (st.st_mode & 022)
+		return "is writable by group or others";
+	if (want_setuid && !(st.st_mode & S_ISUID))
+		return "is not setuid (mode 4755)";
+	if (!want_setuid && !S_ISREG(st.st_mode))
+		return "is not a regular file";
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *s = strrchr(dir, '/'); s && s != dir; s = strrchr(dir, '/')) {
+		*s = '\0';
+		if (stat(dir, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022))
+			return "lies in a directory that is not root's alone";
+	}
+	return NULL;
+}
+
+static void check_helper(struct kiwi_check_result *r)
+{
+	char path[PATH_MAX];
+	const char *who = geteuid() == 0 ? "root does not need it" : "needed for --network egress, limits "
+				     "and multi-id maps without root";
+	if (!find_helper(path, sizeof(path))) {
+		set(r, geteuid() == 0 ? KIWI_CHECK_OK : KIWI_CHECK_WARN, "kiwi-helper is not installed (%s)", who);
+		if (geteuid())
+			set_fix(r, "install kiwi-helper as root, mode 4755 (meson install), with /etc/kiwi/helper.json");
+		return;
+	}
+	const char *bad = unsafe(path, true);
+	const char *cfg_bad = unsafe("/etc/kiwi/helper.json", false);
+	if (bad || cfg_bad) {
+		set(r, KIWI_CHECK_WARN, "%s %s%s%s (%s)", path, bad ? bad : "is fine",
+		    cfg_bad ? "; /etc/kiwi/helper.json " : "", cfg_bad ? cfg_bad : "", who);
+		set_fix(r, "chown root:root %s && chmod 4755 %s; /etc/kiwi and /etc/kiwi/helper.json "
+			"root-owned, not group- or world-writable", path, path);
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "%s is setuid root and /etc/kiwi/helper.json is root's alone (%s)", path, who);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+static const struct {
+	const char *name;
+	bool required;
+	void (*run)(struct kiwi_check_result *r);
+} checks[] = {
+	{ "userns.sysctl", true, check_userns_sysctl },
+	{ "userns.clone", true, check_userns_clone },
+	{ "seccomp", true, check_seccomp },
+	{ "cgroup.mode", false, check_cgroup_mode },
+	{ "cgroup.root", false, check_cgroup_root },
+	{ "cgroup.user", false, check_cgroup_user },
+	{ "nftables", false, check_nftables },
+	{ "overlayfs", false, check_overlayfs },
+	{ "landlock", false, check_landlock },
+	{ "helper", false, check_helper },
+};
+
+size_t kiwi_doctor_count(void)
+{
+	return KIWI_ARRAY_SIZE(checks);
+}
+
+bool kiwi_doctor_run(struct kiwi_check_result *out)
+{
+	bool ok = true;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(checks); i++) {
+		struct kiwi_check_result *r = &out[i];
+		*r = (struct kiwi_check_result){ .name = checks[i].name, .required = checks[i].required };
+		checks[i].run(r);
+		if (r->status == KIWI_CHECK_FAIL)
+			ok = false;
+	}
+	return ok;
+}
+
+const char *kiwi_check_status_name(enum kiwi_check_status s)
+{
+	switch (s) {
+	case KIWI_CHECK_OK:
+		return "ok";
+	case KIWI_CHECK_WARN:
+		return "warn";
+	case KIWI_CHECK_FAIL:
+		return "fail";
+	default:
+		return "?";
+	}
+}
