@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`kiwi-run doctor`: checks of the real host, as root and as kiwi-test."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import explain
+
+CHECKS = ["userns.sysctl", "userns.clone", "seccomp", "cgroup.mode", "cgroup.root", "cgroup.user",
+          "nftables", "overlayfs", "landlock", "helper"]
+REQUIRED = {"userns.sysctl", "userns.clone", "seccomp"}
+
+
+def host_cgroup_mode():
+    if os.statvfs("/sys/fs/cgroup") and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return "unified"
+    with open("/proc/self/mountinfo") as f:
+        return "hybrid" if " - cgroup2 " in f.read() else "legacy"
+
+
+def doctor(kiwi, *args):
+    return kiwi.raw(["doctor", *args], timeout=60)
+
+
+def test_json_parses_and_matches_the_text(kiwi):
+    r = doctor(kiwi, "--json")
+    assert r.returncode in (0, 1), explain(r)
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, "one JSON object on one line"
+    d = json.loads(lines[0])
+    assert [c["name"] for c in d["checks"]] == CHECKS
+    for c in d["checks"]:
+        assert c["status"] in ("ok", "warn", "fail")
+        assert c["required"] == (c["name"] in REQUIRED)
+        assert c["detail"]
+        # what does not work says how to fix it; a warning is never required
+        assert (c["fix"] is None) == (c["status"] == "ok") or c["name"] == "helper", c
+        assert c["status"] != "fail" or c["required"]
+    assert d["ok"] == all(c["status"] != "fail" for c in d["checks"])
+    assert r.returncode == (0 if d["ok"] else 1)
+    # the text form: one line per check, same verdicts, then a summary line
+    t = doctor(kiwi)
+    assert t.returncode == r.returncode, explain(t)
+    text = t.stdout.splitlines()
+    assert len(text) == len(CHECKS) + 1, t.stdout
+    for line, c in zip(text, d["checks"]):
+        status, name = line.split()[:2]
+        assert (status, name) == (c["status"], c["name"])
+        assert ("; fix: " in line) == (c["fix"] is not None)
+
+
+def test_this_host_runs_the_default_sandbox(kiwi):
+    """The suite itself runs sandboxes here, so doctor must agree: exit 0,
+    and the real trials (clone3, seccomp, nftables and overlayfs in fresh
+    namespaces) all pass on this kernel."""
+    r = doctor(kiwi, "--json")
+    d = json.loads(r.stdout)
+    by = {c["name"]: c for c in d["checks"]}
+    assert r.returncode == 0 and d["ok"], explain(r)
+    for name in ("userns.clone", "seccomp", "nftables", "overlayfs"):
+        assert by[name]["status"] == "ok", by[name]
+
+
+def test_cgroup_mode_is_named_with_the_fix(kiwi):
+    by = {c["name"]: c for c in json.loads(doctor(kiwi, "--json").stdout)["checks"]}
+    mode = host_cgroup_mode()
+    c = by["cgroup.mode"]
+    assert c["detail"].startswith(mode + ":"), c
+    if mode == "unified":
+        assert c["status"] == "ok"
+    else:
+        assert c["status"] == "warn" and "systemd.unified_cgroup_hierarchy=1" in c["fix"], c
+        # and the limits that cannot work here are named
+        assert "--memory" in c["detail"]
+        assert by["cgroup.root"]["status"] == "warn" and "memory" in by["cgroup.root"]["detail"]
+
+
+def test_the_calling_users_delegation_is_checked(kiwi):
+    c = {c["name"]: c for c in json.loads(doctor(kiwi, "--json").stdout)["checks"]}["cgroup.user"]
+    if kiwi.mode == "root":
+        assert c["status"] == "ok" and "root" in c["detail"]
+    else:
+        assert f"uid {kiwi.uid}" in c["detail"], c
+        if host_cgroup_mode() != "unified":
+            assert c["status"] == "warn" and "Delegate=yes" in c["fix"]
+
+
+def test_helper_found_by_path_and_mode(kiwi, scratch):
+    """A kiwi-helper that is not setuid root is reported with the fix."""
+    fake = scratch / "kiwi-helper"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    env = kiwi.env({"KIWI_HELPER": str(fake)})
+    r = subprocess.run(kiwi.raw_argv(["doctor", "--json"]), capture_output=True, text=True,
+                       env=env, timeout=60)
+    c = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["helper"]
+    assert c["status"] == "warn" and str(fake) in c["detail"], c
+    assert "chmod 4755" in c["fix"]
+
+
+def test_bad_usage_is_one_line_125(kiwi):
+    for args in (["--bogus"], ["extra"]):
+        r = doctor(kiwi, *args)
+        assert r.returncode == 125 and len(r.stderr.splitlines()) == 1, explain(r)
+        assert r.stdout == ""
