@@ -16,6 +16,7 @@ int kiwi_cmd_plan(int argc, char **argv);
 int kiwi_cmd_list(int argc, char **argv);
 int kiwi_cmd_kill(int argc, char **argv);
 int kiwi_cmd_doctor(int argc, char **argv);
+int kiwi_cmd_policy(int argc, char **argv);
 
 /* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
 void kiwi_cli_print_error(const kiwi_err *err);

@@ -21,6 +21,7 @@ static const struct {
 	{ "list", kiwi_cmd_list, "list the running sandboxes" },
 	{ "kill", kiwi_cmd_kill, "send a signal to a running sandbox" },
 	{ "doctor", kiwi_cmd_doctor, "check what this host offers kiwi-run" },
+	{ "policy", kiwi_cmd_policy, "check a policy file and print the effective policy" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)
