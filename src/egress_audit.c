@@ -16,25 +16,6 @@
 /* A flood must not fill the disk: past this, lines stop (counts go on). */
 #define AUDIT_MAX_LINES 10000
 
-static const char *proto_name(uint8_t family, uint8_t proto, char buf[8])
-{
-	switch (proto) {
-	case IPPROTO_TCP: return "tcp";
-	case IPPROTO_UDP: return "udp";
-	case IPPROTO_ICMP: return "icmp";
-	case IPPROTO_ICMPV6: return "icmpv6";
-	default:
-		snprintf(buf, 8, "%u", proto);
-		(void)family;
-		return buf;
-	}
-}
-
-static const char *addr_str(uint8_t family, const uint8_t *a, char buf[INET6_ADDRSTRLEN])
-{
-	return inet_ntop(family == 6 ? AF_INET6 : AF_INET, a, buf, INET6_ADDRSTRLEN);
-}
-
 static void count(struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
 {
 	size_t alen = p->family == 6 ? 16 : 4;
@@ -53,26 +34,6 @@ static void count(struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
 	struct egress_blocked *b = &e->blocked[e->n_blocked++];
 	*b = (struct egress_blocked){ .family = p->family, .proto = p->proto, .port = p->port, .count = 1 };
 	memcpy(b->dst, p->dst, alen);
-}
-
-/* proto, [src,] dst, port: the keys an entry and a line share */
-static void write_tuple(kiwi_json_writer *w, uint8_t family, uint8_t proto, const uint8_t *src,
-			const uint8_t *dst, uint16_t port)
-{
-	char a[INET6_ADDRSTRLEN], pn[8];
-	kiwi_jw_key(w, "proto");
-	kiwi_jw_string(w, proto_name(family, proto, pn));
-	if (src) {
-		kiwi_jw_key(w, "src");
-		kiwi_jw_string(w, addr_str(family, src, a));
-	}
-	kiwi_jw_key(w, "dst");
-	kiwi_jw_string(w, addr_str(family, dst, a));
-	kiwi_jw_key(w, "port");
-	if (port)
-		kiwi_jw_int(w, port);
-	else
-		kiwi_jw_null(w);
 }
 
 static void write_line(struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
@@ -98,7 +59,7 @@ static void write_line(struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
 	} else {
 		kiwi_jw_key(w, "action");
 		kiwi_jw_string(w, "reject");
-		write_tuple(w, p->family, p->proto, p->src, p->dst, p->port);
+		kiwi_nflog_write_tuple(w, p->family, p->proto, p->src, p->dst, p->port);
 	}
 	kiwi_jw_close_object(w);
 	size_t len;
@@ -131,7 +92,7 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 	for (size_t i = 0; e && i < e->n_blocked; i++) {
 		const struct egress_blocked *b = &e->blocked[i];
 		kiwi_jw_open_object(w);
-		write_tuple(w, b->family, b->proto, NULL, b->dst, b->port);
+		kiwi_nflog_write_tuple(w, b->family, b->proto, NULL, b->dst, b->port);
 		kiwi_jw_key(w, "count");
 		kiwi_jw_int(w, (long long)b->count);
 		kiwi_jw_close_object(w);

@@ -8,6 +8,7 @@
 #include <linux/netfilter/nfnetlink_log.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -116,13 +117,13 @@ static int packet_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-int kiwi_nflog_drain(struct mnl_socket *nl, void (*fn)(const struct kiwi_nflog_packet *p, void *arg),
-		     void *arg, unsigned *lost, kiwi_err *err)
+int kiwi_nflog_drain_fd(int fd, void (*fn)(const struct kiwi_nflog_packet *p, void *arg), void *arg,
+			unsigned *lost, kiwi_err *err)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE * 2];
 	struct drain d = { fn, arg };
 	for (;;) {
-		ssize_t got = recv(mnl_socket_get_fd(nl), buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (got < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return 0;
@@ -130,10 +131,49 @@ int kiwi_nflog_drain(struct mnl_socket *nl, void (*fn)(const struct kiwi_nflog_p
 				(*lost)++;
 				continue;
 			}
-			return kiwi_error(err, errno, "nflog", "cannot read the egress audit");
+			return kiwi_error(err, errno, "nflog", "cannot read the packet log");
 		}
 		/* seq 0 and portid 0: log messages come from the kernel unasked */
 		if (mnl_cb_run(buf, (size_t)got, 0, 0, packet_cb, &d) < 0)
-			return kiwi_error(err, errno, "nflog", "malformed egress audit message");
+			return kiwi_error(err, errno, "nflog", "malformed packet log message");
 	}
+}
+
+int kiwi_nflog_drain(struct mnl_socket *nl, void (*fn)(const struct kiwi_nflog_packet *p, void *arg),
+		     void *arg, unsigned *lost, kiwi_err *err)
+{
+	return kiwi_nflog_drain_fd(mnl_socket_get_fd(nl), fn, arg, lost, err);
+}
+
+static const char *proto_name(uint8_t proto, char buf[8])
+{
+	switch (proto) {
+	case IPPROTO_TCP: return "tcp";
+	case IPPROTO_UDP: return "udp";
+	case IPPROTO_ICMP: return "icmp";
+	case IPPROTO_ICMPV6: return "icmpv6";
+	default:
+		snprintf(buf, 8, "%u", proto);
+		return buf;
+	}
+}
+
+void kiwi_nflog_write_tuple(kiwi_json_writer *w, uint8_t family, uint8_t proto, const uint8_t *src,
+			    const uint8_t *dst, uint16_t port)
+{
+	char a[INET6_ADDRSTRLEN], pn[8];
+	int af = family == 6 ? AF_INET6 : AF_INET;
+	kiwi_jw_key(w, "proto");
+	kiwi_jw_string(w, proto_name(proto, pn));
+	if (src) {
+		kiwi_jw_key(w, "src");
+		kiwi_jw_string(w, inet_ntop(af, src, a, sizeof(a)));
+	}
+	kiwi_jw_key(w, "dst");
+	kiwi_jw_string(w, inet_ntop(af, dst, a, sizeof(a)));
+	kiwi_jw_key(w, "port");
+	if (port)
+		kiwi_jw_int(w, port);
+	else
+		kiwi_jw_null(w);
 }

@@ -209,6 +209,47 @@ int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsig
 	return 0;
 }
 
+/* A default route of family straight out of ifindex, with no gateway:
+ * what `ip route add default dev NAME` asks for. */
+static void put_device_default_route(char *buf, uint8_t family, int ifindex)
+{
+	struct nlmsghdr *nlh = put_request(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = family;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	rtm->rtm_protocol = RTPROT_STATIC;
+	rtm->rtm_scope = family == AF_INET ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE;
+	rtm->rtm_type = RTN_UNICAST;
+	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+}
+
+int kiwi_rtnl_default_via(struct mnl_socket *nl, int ifindex, uint32_t addr, bool ipv6, kiwi_err *err)
+{
+	char buf[RTNL_BUF] = { 0 };
+	struct mnl_nlmsg_batch *b = mnl_nlmsg_batch_start(buf, sizeof(buf));
+	static const char *const what[] = { "add the address", "add the IPv4 default route",
+					     "add the IPv6 default route" };
+	unsigned n = ipv6 ? 3 : 2;
+	uint32_t seq0 = 0;
+	for (unsigned step = 0; step < n; step++) {
+		char *m = mnl_nlmsg_batch_current(b);
+		if (step == 0)
+			put_addr(m, ifindex, addr, 32);
+		else
+			put_device_default_route(m, step == 1 ? AF_INET : AF_INET6, ifindex);
+		if (!seq0)
+			seq0 = ((struct nlmsghdr *)m)->nlmsg_seq;
+		mnl_nlmsg_batch_next(b);
+	}
+	unsigned failed = 0;
+	int r = talk(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq0, n, &failed);
+	mnl_nlmsg_batch_stop(b);
+	if (r < 0)
+		return kiwi_error(err, errno, "netconfig", "cannot %s on link %d", what[failed < n ? failed : 0],
+				  ifindex);
+	return 0;
+}
+
 int kiwi_rtnl_link_del(struct mnl_socket *nl, const char *name, kiwi_err *err)
 {
 	char buf[RTNL_BUF] = { 0 };

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "kiwi/err.h"
+#include "kiwi/json.h"
 
 struct mnl_socket;
 
@@ -23,5 +24,13 @@ struct mnl_socket *kiwi_nflog_open(uint16_t group, kiwi_err *err);
  * *lost grows by one for each time the kernel had to drop messages. */
 int kiwi_nflog_drain(struct mnl_socket *nl, void (*fn)(const struct kiwi_nflog_packet *p, void *arg),
 		     void *arg, unsigned *lost, kiwi_err *err);
+/* The same on a bare socket fd (one received from the sandbox). */
+int kiwi_nflog_drain_fd(int fd, void (*fn)(const struct kiwi_nflog_packet *p, void *arg), void *arg,
+			unsigned *lost, kiwi_err *err);
+
+/* Writes "proto", ["src",] "dst" and "port" (null without one) into the
+ * open JSON object: the shape every packet report of the verdict shares. */
+void kiwi_nflog_write_tuple(kiwi_json_writer *w, uint8_t family, uint8_t proto, const uint8_t *src,
+			    const uint8_t *dst, uint16_t port);
 
 #endif

@@ -5,6 +5,7 @@
 #ifndef KIWI_RTNL_H
 #define KIWI_RTNL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,11 @@ int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsig
  * discipline: until the kernel's linkwatch work has run, a fresh veth
  * drops what is sent on it (the first SYN, a lone UDP datagram). */
 int kiwi_rtnl_wait_ready(struct mnl_socket *nl, int ifindex, int timeout_ms, kiwi_err *err);
+
+/* One batch: ADDR/32 on ifindex and default routes straight out of it
+ * (IPv4, and IPv6 when ipv6), no gateway: every destination is sent
+ * through that link, from ADDR. */
+int kiwi_rtnl_default_via(struct mnl_socket *nl, int ifindex, uint32_t addr, bool ipv6, kiwi_err *err);
 
 /* Deletes a link (and so a veth's peer). A missing link is not an error. */
 int kiwi_rtnl_link_del(struct mnl_socket *nl, const char *name, kiwi_err *err);
