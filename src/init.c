@@ -6,6 +6,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
 #include "kiwi/net.h"
+#include "kiwi/net_audit.h"
 #include "kiwi/seccomp.h"
 
 #include <errno.h>
@@ -274,6 +275,19 @@ static void hide_command_line(void)
 	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
 }
 
+/* The audit's routes and table, and its log socket to the parent, which
+ * reads it while the command runs and after (kiwi/net_audit.h). */
+static int start_net_audit(int sock, kiwi_err *err)
+{
+	_cleanup_close_ int log = kiwi_net_audit_setup(err);
+	if (log < 0)
+		return -1;
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_AUDIT_FD };
+	if (kiwi_sync_send_fd(sock, &m, log) < 0)
+		return kiwi_error(err, errno, "sync", "cannot pass the network audit's log to kiwi-run");
+	return 0;
+}
+
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
 	const struct kiwi_sandbox_config *cfg = args->cfg;
@@ -310,7 +324,12 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
 		goto fail;
 	}
-	if (kiwi_net_loopback_up(&err) < 0 || kiwi_mount_rootfs(cfg, &err) < 0)
+	if (kiwi_net_loopback_up(&err) < 0)
+		goto fail;
+	/* While pid 1 still holds CAP_NET_ADMIN over the namespace. */
+	if (cfg->net_audit && start_net_audit(sock, &err) < 0)
+		goto fail;
+	if (kiwi_mount_rootfs(cfg, &err) < 0)
 		goto fail;
 
 	/* The whole sandbox is without capabilities from the command's first

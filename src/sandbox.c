@@ -65,6 +65,8 @@ static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	for (size_t i = 0; i < cfg->n_preserve_fds; i++)
 		if (check_preserved_fd(cfg->preserve_fds[i], err) < 0)
 			return -1;
+	if (cfg->net_audit && cfg->egress)
+		return kiwi_error(err, EINVAL, "network", "the network audit and egress exclude each other");
 	return 0;
 }
 
@@ -78,6 +80,7 @@ struct follow {
 	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
 	struct kiwi_egress *egress;  /* NULL: no network */
 	struct kiwi_registry *reg;   /* the entry for `kiwi-run list`, once made */
+	int audit_fd;             /* the network audit's log; -1: none */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed;
 };
@@ -197,26 +200,44 @@ static void on_init_gone(struct follow *f)
 	}
 }
 
+/* A message from pid 1; the network audit's log socket may come with it. */
+static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
+{
+	int fd;
+	int r = kiwi_sync_recv_fd(f->sock, m, MSG_DONTWAIT, &fd);
+	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_AUDIT_FD && f->audit_fd < 0 && f->cfg->net_audit)
+		f->audit_fd = TAKE_FD(fd);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static void read_audit(struct follow *f)
+{
+	if (f->audit_fd >= 0)
+		kiwi_net_audit_drain(f->audit_fd, &f->res->net_attempts, NULL);
+}
+
 /* #2, #3: follow the sandbox until pid 1 is gone and both output pipes
  * are drained, so that nothing written before a kill is lost. */
 static int follow(struct follow *f)
 {
-	struct pollfd pfd[7];
+	struct pollfd pfd[8];
 	struct kiwi_sync_msg m;
 	while (!f->init_gone || f->out.read_fd >= 0 || f->errout.read_fd >= 0) {
-		int fds[7] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
+		int fds[8] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
 			       f->timerfd, f->out.read_fd, f->errout.read_fd,
-			       f->egress ? kiwi_egress_audit_fd(f->egress) : -1 };
-		for (int i = 0; i < 7; i++)
+			       f->egress ? kiwi_egress_audit_fd(f->egress) : -1, f->audit_fd };
+		for (int i = 0; i < 8; i++)
 			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		if (poll(pfd, 7, -1) < 0 && errno != EINTR)
+		if (poll(pfd, 8, -1) < 0 && errno != EINTR)
 			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
 		if (pfd[4].revents)
 			on_output(f, &f->out);
 		if (pfd[5].revents)
 			on_output(f, &f->errout);
 		if (pfd[0].revents) {
-			int r = kiwi_sync_recv(f->sock, &m, MSG_DONTWAIT);
+			int r = recv_message(f, &m);
 			if (r > 0)
 				on_message(f, &m);
 		}
@@ -228,9 +249,11 @@ static int follow(struct follow *f)
 			on_init_gone(f);
 		if (pfd[6].revents)
 			kiwi_egress_audit_read(f->egress, NULL);
+		if (pfd[7].revents)
+			read_audit(f);
 		if (f->init_gone)
 			/* Messages sent just before pid 1 left are still queued. */
-			while (kiwi_sync_recv(f->sock, &m, MSG_DONTWAIT) > 0)
+			while (recv_message(f, &m) > 0)
 				on_message(f, &m);
 	}
 	return 0;
@@ -241,6 +264,8 @@ static void finish(struct follow *f)
 	struct kiwi_sandbox_result *res = f->res;
 	if (f->egress)
 		kiwi_egress_audit_read(f->egress, NULL);
+	/* The kernel queued each attempt as it was made: all are here. */
+	read_audit(f);
 	if (f->cg) {
 		kiwi_err e = { 0 };
 		res->has_cgroup = true;
@@ -345,7 +370,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			struct kiwi_cgroup *cg, kiwi_err *err)
 {
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
-			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress };
+			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1 };
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
 	    kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
@@ -377,7 +402,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 
 	kiwi_output_close(&f.out);
 	kiwi_output_close(&f.errout);
-	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd };
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -390,6 +415,7 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = res->started_at };
 	if (!res->started_at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
+	res->net_audit = cfg->net_audit;
 	if (check_config(cfg, err) < 0)
 		return -1;
 

@@ -16,6 +16,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_SIGNAL,         /* parent -> init  forward value as a signal */
 	KIWI_SYNC_EXIT,           /* init -> parent  #3: the command ended */
 	KIWI_SYNC_KILL,           /* parent -> init  signal value to every process */
+	KIWI_SYNC_AUDIT_FD,       /* init -> parent  before #2: the network audit's
+				   * NFLOG socket rides along (SCM_RIGHTS) */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* a writable tmpfs had no space left at the end */
@@ -32,8 +34,13 @@ struct kiwi_sync_msg {
 };
 
 int kiwi_sync_send(int sock, const struct kiwi_sync_msg *m);
-/* Returns 1 with a message, 0 on EOF (the other side is gone), -1 on error. */
+/* Sends m with a copy of fd attached. */
+int kiwi_sync_send_fd(int sock, const struct kiwi_sync_msg *m, int fd);
+/* Returns 1 with a message, 0 on EOF (the other side is gone), -1 on error.
+ * An fd that came along is closed. */
 int kiwi_sync_recv(int sock, struct kiwi_sync_msg *m, int flags);
+/* The same; an fd that came along (close-on-exec) goes to *fd, else -1. */
+int kiwi_sync_recv_fd(int sock, struct kiwi_sync_msg *m, int flags, int *fd);
 int64_t kiwi_clock_ns(int clock);
 
 #endif

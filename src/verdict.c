@@ -3,6 +3,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
+#include "kiwi/net_audit.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -99,9 +100,11 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	kiwi_jw_key(w, "landlock_abi");
 	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "network");
-	kiwi_jw_string(w, r->egress ? "egress" : "none");
+	kiwi_jw_string(w, r->egress ? "egress" : r->net_audit ? "audit" : "none");
 	if (r->egress)
 		kiwi_egress_write_verdict(r->egress, w);
+	if (r->net_audit)
+		kiwi_net_audit_write_verdict(w, &r->net_attempts);
 }
 
 int kiwi_verdict_write(int fd, const struct kiwi_verdict *v, kiwi_err *err)

@@ -11,6 +11,7 @@
 
 #include "kiwi/cgroup.h"
 #include "kiwi/err.h"
+#include "kiwi/net_audit.h"
 
 struct kiwi_seccomp;
 struct kiwi_egress;
@@ -67,6 +68,11 @@ struct kiwi_sandbox_config {
 	/* Shown by `kiwi-run list`: the phase a `kiwi-run phase` runs; NULL
 	 * for a plain run. */
 	const char *phase;
+
+	/* With no egress: the network audit (kiwi/net_audit.h). Still no way
+	 * out, but every packet tried is logged, refused at once and reported
+	 * in net_attempts. */
+	bool net_audit;
 };
 
 struct kiwi_sandbox_result {
@@ -95,6 +101,8 @@ struct kiwi_sandbox_result {
 	/* Live until kiwi_sandbox_result_release(), so that the verdict is
 	 * written before the (slower) network teardown. */
 	struct kiwi_egress *egress;
+	bool net_audit;           /* the audit ran: net_attempts is the whole story */
+	struct kiwi_net_attempts net_attempts;
 };
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its

@@ -109,7 +109,8 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
 	       "  --verdict-fd N        write the JSON verdict to fd N\n"
 	       "  --landlock            add a Landlock ruleset under the mounts (see kiwi-run(1))\n"
-	       "  --network none|egress only lo (default), or a filtered veth to the host\n"
+	       "  --network none|egress|audit  only lo (default), a filtered veth to the host,\n"
+	       "                        or only lo with every attempt out logged and refused\n"
 	       "  --egress KIND         public_internet (default), private_network, host_allowlist\n"
 	       "  --allow-cidr CIDR     --allow-host NAME[:PORT]  --allow-port PORT  --dns ADDR\n"
 	       "  --egress-audit FILE   --egress-pool CIDR   (see kiwi-run-network(7))\n"
@@ -298,9 +299,10 @@ static int take_checked_option(struct run_args *a, int c, const char *name, cons
 {
 	switch (c) {
 	case OPT_NETWORK:
-		if (strcmp(value, "none") && strcmp(value, "egress"))
-			return kiwi_cli_usage_error(a->cmd, "--network wants none or egress, got `%s`", value);
+		if (strcmp(value, "none") && strcmp(value, "egress") && strcmp(value, "audit"))
+			return kiwi_cli_usage_error(a->cmd, "--network wants none, egress or audit, got `%s`", value);
 		a->network_egress = !strcmp(value, "egress");
+		a->cfg.net_audit = !strcmp(value, "audit");
 		return 0;
 	case OPT_EGRESS_SETTING:
 		if (!a->egress_flag)
