@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -32,6 +33,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+/* after netinet/in.h, which tells linux/in.h what it already defined */
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 
 extern char **environ;
 
@@ -768,6 +776,221 @@ static int cmd_escape(int argc, char **argv)
 	return 0;
 }
 
+/* ---- network -------------------------------------------------------- */
+
+/* ADDR PORT as a v4 or v6 socket address; returns its length or 0. */
+static socklen_t inet_sockaddr(const char *addr, const char *port, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)atoi(port));
+		return sizeof(*a4);
+	}
+	if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)atoi(port));
+		return sizeof(*a6);
+	}
+	return 0;
+}
+
+/* A TCP connect, or a UDP datagram sent, to ADDR PORT. TCP waits up to
+ * TIMEOUT_MS (default 20000) for an answer, so a refusal (ECONNREFUSED) is
+ * told from a silent drop (ETIMEDOUT) without timing anything. */
+static int cmd_connect(int argc, char **argv)
+{
+	if (argc < 3 || (strcmp(argv[0], "tcp") && strcmp(argv[0], "udp")))
+		return PROBE_USAGE;
+	bool tcp = !strcmp(argv[0], "tcp");
+	int timeout = argc > 3 ? atoi(argv[3]) : 20000;
+	struct sockaddr_storage ss;
+	socklen_t len = inet_sockaddr(argv[1], argv[2], &ss);
+	if (!len)
+		return PROBE_USAGE;
+	int s = socket(ss.ss_family, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return fail("socket");
+	int err = 0;
+	if (connect(s, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS)
+		err = errno;
+	else if (tcp) {
+		struct pollfd p = {.fd = s, .events = POLLOUT};
+		socklen_t elen = sizeof(err);
+		if (poll(&p, 1, timeout) == 0)
+			err = ETIMEDOUT;
+		else
+			getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen);
+	} else if (send(s, "kiwi", 4, 0) < 0) {
+		err = errno;
+	}
+	close(s);
+	json_errno_result(err == 0, err);
+	return 0;
+}
+
+/* Appends attribute TYPE with LEN bytes of DATA to the message in BUF. */
+static void nl_attr(struct nlmsghdr *h, uint16_t type, const void *data, size_t len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+	a->nla_type = type;
+	a->nla_len = (uint16_t)(NLA_HDRLEN + len);
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+/* A message of TYPE with a fixed header of HDRLEN bytes, at BUF+*off. */
+static struct nlmsghdr *nl_put(char *buf, size_t *off, uint16_t type, uint16_t flags, size_t hdrlen)
+{
+	struct nlmsghdr *h = (struct nlmsghdr *)(buf + *off);
+	memset(h, 0, NLMSG_SPACE(hdrlen));
+	h->nlmsg_len = (uint32_t)NLMSG_LENGTH(hdrlen);
+	h->nlmsg_type = type;
+	h->nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
+	h->nlmsg_seq = (uint32_t)*off + 1;
+	return h;
+}
+
+static void nl_end(size_t *off, struct nlmsghdr *h)
+{
+	*off += NLMSG_ALIGN(h->nlmsg_len);
+}
+
+/* Sends LEN bytes on a PROTO netlink socket; returns 0 or the first errno
+ * the kernel answered with. */
+static int nl_talk(int proto, const char *buf, size_t len)
+{
+	int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
+	if (s < 0)
+		return errno;
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+	int err = 0;
+	if (sendto(s, buf, len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		err = errno;
+	char rbuf[8192];
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n;
+	while (!err && (n = recv(s, rbuf, sizeof(rbuf), 0)) > 0) {
+		bool acked = false;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)rbuf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n))
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				err = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				acked = true;
+			}
+		if (acked)
+			break;
+	}
+	close(s);
+	return err;
+}
+
+static struct nlmsghdr *nfnl_put(char *buf, size_t *off, uint16_t type, uint16_t flags, uint8_t family,
+				 uint16_t res_id)
+{
+	struct nlmsghdr *h = nl_put(buf, off, type, flags, sizeof(struct nfgenmsg));
+	struct nfgenmsg *g = NLMSG_DATA(h);
+	g->nfgen_family = family;
+	g->version = NFNETLINK_V0;
+	g->res_id = htons(res_id);
+	return h;
+}
+
+/* nft delete table inet NAME, as one batch. */
+static int attack_nft_delete(const char *table)
+{
+	char buf[1024];
+	size_t off = 0;
+	nl_end(&off, nfnl_put(buf, &off, NFNL_MSG_BATCH_BEGIN, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES));
+	struct nlmsghdr *h = nfnl_put(buf, &off, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_ACK,
+				      NFPROTO_INET, 0);
+	nl_attr(h, NFTA_TABLE_NAME, table, strlen(table) + 1);
+	nl_end(&off, h);
+	nl_end(&off, nfnl_put(buf, &off, NFNL_MSG_BATCH_END, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES));
+	return nl_talk(NETLINK_NETFILTER, buf, off);
+}
+
+/* Binds NFLOG group GROUP, to read (or steal) the audit's log. */
+static int attack_nflog_bind(uint16_t group)
+{
+	char buf[256];
+	size_t off = 0;
+	struct nlmsghdr *h = nfnl_put(buf, &off, (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG, NLM_F_ACK,
+				      AF_UNSPEC, group);
+	struct nfulnl_msg_config_cmd cmd = {.command = NFULNL_CFG_CMD_BIND};
+	nl_attr(h, NFULA_CFG_CMD, &cmd, sizeof(cmd));
+	nl_end(&off, h);
+	return nl_talk(NETLINK_NETFILTER, buf, off);
+}
+
+/* ip [-6] route del default. */
+static int attack_route_delete(uint8_t family)
+{
+	char buf[256];
+	size_t off = 0;
+	struct nlmsghdr *h = nl_put(buf, &off, RTM_DELROUTE, NLM_F_ACK, sizeof(struct rtmsg));
+	struct rtmsg *rt = NLMSG_DATA(h);
+	rt->rtm_family = family;
+	rt->rtm_table = RT_TABLE_MAIN;
+	rt->rtm_scope = RT_SCOPE_NOWHERE;
+	nl_end(&off, h);
+	return nl_talk(NETLINK_ROUTE, buf, off);
+}
+
+/* ip addr del 192.0.0.8/32 dev lo. */
+static int attack_addr_delete(void)
+{
+	char buf[256];
+	size_t off = 0;
+	struct nlmsghdr *h = nl_put(buf, &off, RTM_DELADDR, NLM_F_ACK, sizeof(struct ifaddrmsg));
+	struct ifaddrmsg *ifa = NLMSG_DATA(h);
+	ifa->ifa_family = AF_INET;
+	ifa->ifa_prefixlen = 32;
+	ifa->ifa_index = 1;
+	uint32_t a = htonl(0xc0000008);
+	nl_attr(h, IFA_LOCAL, &a, 4);
+	nl_end(&off, h);
+	return nl_talk(NETLINK_ROUTE, buf, off);
+}
+
+static void report_attack(const char *name, int err, bool *first)
+{
+	json_key(name, first);
+	printf("{\"ok\": %s, \"errno\": %d}", err ? "false" : "true", err);
+}
+
+/* The same attacks from a fresh user namespace, where the probe holds
+ * every capability, but over namespaces it does not own. */
+static int attack_from_userns(void)
+{
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0)
+		_exit(unshare(CLONE_NEWUSER) < 0 ? 100 : attack_nft_delete("kiwi_audit"));
+	int st = 0;
+	waitpid(c, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Every netlink way we know to undo the network audit from inside. Prints
+ * {"attack": {"ok": bool, "errno": N}}; the tests want every ok false. */
+static int cmd_netlink_attack(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	bool first = true;
+	putchar('{');
+	report_attack("nft_delete_table", attack_nft_delete("kiwi_audit"), &first);
+	report_attack("nflog_bind", attack_nflog_bind(1), &first);
+	report_attack("route4_delete", attack_route_delete(AF_INET), &first);
+	report_attack("route6_delete", attack_route_delete(AF_INET6), &first);
+	report_attack("addr_delete", attack_addr_delete(), &first);
+	report_attack("userns_nft_delete_table", attack_from_userns(), &first);
+	puts("}");
+	return 0;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const struct subcommand {
@@ -781,6 +1004,8 @@ static const struct subcommand {
 	{"mounts", cmd_mounts, "/proc/self/mountinfo"},
 	{"netdevs", cmd_netdevs, "interfaces and their up flag"},
 	{"loopback", cmd_loopback, "TCP round trip on 127.0.0.1"},
+	{"connect", cmd_connect, "tcp|udp ADDR PORT [TIMEOUT_MS]: connect (tcp), send (udp)"},
+	{"netlink-attack", cmd_netlink_attack, "try to undo the network audit"},
 	{"hostname", cmd_hostname, "the UTS nodename"},
 	{"cwd", cmd_cwd, "the working directory"},
 	{"pids", cmd_pids, "pids visible in /proc"},
