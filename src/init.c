@@ -130,6 +130,33 @@ fail:;
 	_exit(127);
 }
 
+/* /proc/1/cmdline is readable by the command and would show kiwi-run's
+ * arguments: host paths of the rootfs and of bind sources. The kernel
+ * reads the arguments from our own memory, so blank them there. */
+static void hide_command_line(void)
+{
+	char stat[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	stat[n] = '\0';
+	/* Fields 48 and 49 are arg_start and arg_end; count from the ')'
+	 * that ends field 2, since the command name may hold spaces. */
+	char *p = strrchr(stat, ')');
+	unsigned long start = 0, end = 0;
+	for (int field = 2; p && field < 48; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start || end - start > (1UL << 21))
+		return;
+	static const char title[] = "kiwi-init";
+	memset((void *)start, 0, end - start);
+	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
+}
+
 /* Forks the command and waits until its exec succeeded or failed: a
  * close-on-exec pipe stays silent on success and carries the error
  * otherwise. */
@@ -148,6 +175,10 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 		close(pipefd[0]);
 		exec_command(args, pipefd[1]);
 	}
+	/* The command's process has its own copy of the configuration's
+	 * strings now, so pid 1 can blank them before the command could look
+	 * at /proc/1/cmdline (once it has exec'd, it is too late). */
+	hide_command_line();
 	close(pipefd[1]);
 	/* Reports until EOF, which comes with a successful exec; the last one
 	 * says how it went. */
@@ -248,32 +279,6 @@ _Noreturn static void supervise(int sock, pid_t cmd)
 	}
 }
 
-/* /proc/1/cmdline is readable by the command and would show kiwi-run's
- * arguments: host paths of the rootfs and of bind sources. The kernel
- * reads the arguments from our own memory, so blank them there. */
-static void hide_command_line(void)
-{
-	char stat[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	stat[n] = '\0';
-	/* Fields 48 and 49 are arg_start and arg_end; count from the ')'
-	 * that ends field 2, since the command name may hold spaces. */
-	char *p = strrchr(stat, ')');
-	unsigned long start = 0, end = 0;
-	for (int field = 2; p && field < 48; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start || end - start > (1UL << 21))
-		return;
-	static const char title[] = "kiwi-init";
-	memset((void *)start, 0, end - start);
-	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
-}
 
 /* The audit's routes and table, and its log socket to the parent, which
  * reads it while the command runs and after (kiwi/net_audit.h). */
@@ -349,9 +354,6 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	};
 	kiwi_sync_send(sock, &m);
 
-	/* The configuration's strings live in the arguments' memory: only
-	 * now, with the command started, can they go. */
-	hide_command_line();
 	/* From now on pid 1 holds no fd but stdio and the sync socket. */
 	if (close_fds_except(NULL, 0, &sock, 1, &err) < 0) {
 		kill(cmd, SIGKILL);
