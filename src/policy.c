@@ -39,6 +39,11 @@ static int fail(struct ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	/* Keys and values come from the file: a "\n" in one must not split
+	 * the one error line the caller prints. */
+	for (char *p = why; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	return kiwi_error(c->err, 0, "policy", "%s: %s", c->origin, why);
 }
 

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -113,14 +114,26 @@ bool kiwi_policy_is_model_key(const struct kiwi_policy *p, const char *name)
 	return name && model_key_match(p, name) != NULL;
 }
 
+/* NAME for an error line: control characters (a name from the command
+ * line may hold anything) would split the one line the caller prints. */
+static const char *printable(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", name ? name : "");
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return buf;
+}
+
 /* The rules a literal and a passed variable share: deny_env, then model keys. */
 static int check_credentials(const struct kiwi_policy *p, enum kiwi_phase phase, const char *name,
 			     kiwi_err *err)
 {
+	char shown[128];
 	if (!kiwi_env_name_ok(name))
 		return kiwi_error(err, 0, "policy",
 				  "`%s` is not a variable name: want letters, digits and _, not starting with a digit",
-				  name ? name : "");
+				  printable(name, shown, sizeof(shown)));
 	const char *deny = match_list(p->deny_env, p->n_deny_env, name);
 	if (deny)
 		return kiwi_error(err, 0, "policy", "`%s` is refused by the policy's deny_env (`%s`)", name, deny);
@@ -146,10 +159,11 @@ int kiwi_policy_check_env(const struct kiwi_policy *p, enum kiwi_phase phase, co
 	if (phase == KIWI_PHASE_INSTALL) {
 		/* Say the whole reason: a key asked for here is two refusals. */
 		const char *key = kiwi_env_name_ok(name) ? model_key_match(p, name) : NULL;
+		char shown[128];
 		return kiwi_error(err, 0, "policy",
 				  "install never receives the caller's variables, whatever is asked: `%s` refused "
 				  "(install runs the repository's own scripts with the network open)%s%s%s",
-				  name ? name : "", key ? "; it is also a model-provider key, matching `" : "",
+				  printable(name, shown, sizeof(shown)), key ? "; it is also a model-provider key, matching `" : "",
 				  key ? key : "", key ? "`" : "");
 	}
 	return check_credentials(p, phase, name, err);

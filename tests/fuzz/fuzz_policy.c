@@ -53,6 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (strcmp(err.step, "policy") || strncmp(err.msg, "fuzz.json: ", 11) ||
 		    p.n_deny_env || p.n_model_keys || p.install.n_egress || p.verify.n_pass_env || p.install.n_caches)
 			abort();
+		for (const char *c = err.msg; *c; c++)
+			if (*c == '\n')
+				abort();   /* the CLI prints one line */
 		return 0;
 	}
 	check_rules(&p);

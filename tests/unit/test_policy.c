@@ -198,6 +198,13 @@ Test(policy, structure_errors)
 	assert_refused(deep, "nesting deeper than 64");
 }
 
+Test(policy, errors_stay_on_one_line)
+{
+	assert_refused("{\"version\": 1, \"install\": {\"a\\nb\\u001b[2J\": 1}}", "unknown key `install.a?b?[2J`");
+	assert_refused("{\"version\": 1, \"install\": {\"network\": \"x\\ny\"}}", "got `x?y`");
+	assert_refused("{\"version\": 1, \"install\": {\"limits\": {\"memory\": \"1\\r\"}}}", "got `1?`");
+}
+
 Test(policy, network_errors)
 {
 	assert_refused("{\"version\": 1, \"verify\": {\"network\": \"egress\"}}",
@@ -384,6 +391,10 @@ Test(policy, credential_rules)
 		cr_assert(strstr(e.msg, "is not a variable name") != NULL, "%s", e.msg);
 		cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, bad[i], &e), -1, "`%s`", bad[i]);
 	}
+	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "A\nB", &e), -1);
+	cr_assert(strstr(e.msg, "`A?B` is not a variable name") != NULL, "one line: %s", e.msg);
+	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_INSTALL, "A\nB", &e), -1);
+	cr_assert(strchr(e.msg, '\n') == NULL, "one line: %s", e.msg);
 	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, NULL, &e), -1);
 	cr_assert_not(kiwi_policy_is_model_key(&p, NULL));
 }
