@@ -108,7 +108,7 @@ static int mount_fs_at(int rootfd, const char *path, const char *fstype, const c
 	return attach(mfd, target, "", path, err);
 }
 
-static int bind_host_node(int devfd, const char *name, kiwi_err *err)
+int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err)
 {
 	char host[64];
 	snprintf(host, sizeof(host), "/dev/%s", name);
@@ -146,7 +146,7 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 	if (dev < 0 || attach(dev, target, "", "/dev", err) < 0)
 		return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(nodes); i++)
-		if (bind_host_node(dev, nodes[i], err) < 0)
+		if (kiwi_mount_bind_host_node(dev, nodes[i], err) < 0)
 			return -1;
 	if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
 		return kiwi_error(err, errno, "mount", "cannot create /dev/pts or /dev/shm");
@@ -216,7 +216,7 @@ static int pivot_into(int rootfd, bool rw_root, kiwi_err *err)
 
 /* Makes name (below the mount dirfd is the root of) a read-only bind of
  * itself. A path this kernel does not have is fine. */
-static int make_readonly(int mntfd, const char *name, kiwi_err *err)
+int kiwi_mount_make_readonly(int mntfd, const char *name, kiwi_err *err)
 {
 	_cleanup_close_ int tree = open_tree(mntfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (tree < 0)
@@ -232,7 +232,7 @@ static int make_readonly(int mntfd, const char *name, kiwi_err *err)
 /* Hides name below mntfd: an empty read-only tmpfs over a directory, the
  * null device over a file. Each directory gets a tmpfs of its own: before
  * Linux 6.5 a detached mount cannot be cloned, so one cannot be shared. */
-static int mask(int mntfd, const char *name, kiwi_err *err)
+int kiwi_mount_mask(int mntfd, const char *name, kiwi_err *err)
 {
 	static const char *const empty_opts[] = { "size", "0", "mode", "0555", NULL };
 	struct stat st;
@@ -264,12 +264,12 @@ static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 		"slabinfo", "vmallocinfo", "pagetypeinfo", "kallsyms", "modules", "iomem", "ioports",
 	};
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_readonly); i++)
-		if (make_readonly(proc, proc_readonly[i], err) < 0)
+		if (kiwi_mount_make_readonly(proc, proc_readonly[i], err) < 0)
 			return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_masked); i++)
-		if (mask(proc, proc_masked[i], err) < 0)
+		if (kiwi_mount_mask(proc, proc_masked[i], err) < 0)
 			return -1;
-	return sys >= 0 ? mask(sys, "firmware", err) : 0;
+	return sys >= 0 ? kiwi_mount_mask(sys, "firmware", err) : 0;
 }
 
 /* A fresh procfs and a read-only sysfs. Both must be mounted while the

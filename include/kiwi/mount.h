@@ -14,4 +14,16 @@
  * mount elsewhere. Ends with the old root detached and cwd at "/". */
 int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err);
 
+/* Pieces shared with the OCI runtime's rootfs (src/oci/rootfs.c). name is
+ * relative to the mount dirfd is the root of, or absolute with AT_FDCWD. */
+/* Creates dev/<name> below devfd and binds the host's /dev/<name> on it,
+ * nosuid and noexec. */
+int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err);
+/* Makes name a read-only (nosuid, nodev, noexec) bind of itself; a path
+ * this kernel does not have is fine. */
+int kiwi_mount_make_readonly(int mntfd, const char *name, kiwi_err *err);
+/* Hides name: an empty read-only tmpfs over a directory, the null device
+ * over anything else; a missing path is fine. */
+int kiwi_mount_mask(int mntfd, const char *name, kiwi_err *err);
+
 #endif

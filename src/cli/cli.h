@@ -2,6 +2,8 @@
 #ifndef KIWI_CLI_H
 #define KIWI_CLI_H
 
+#include <stdbool.h>
+
 #include "kiwi/err.h"
 
 /* Exit statuses kiwi-run itself uses (the podman/docker convention). */
@@ -17,6 +19,10 @@ int kiwi_cmd_list(int argc, char **argv);
 int kiwi_cmd_kill(int argc, char **argv);
 int kiwi_cmd_doctor(int argc, char **argv);
 int kiwi_cmd_policy(int argc, char **argv);
+/* The OCI runtime command line (cmd_oci.c): argv is kiwi-run's own, global
+ * flags first. kiwi_cli_is_oci() says whether argv asks for it. */
+int kiwi_cmd_oci(int argc, char **argv);
+bool kiwi_cli_is_oci(int argc, char **argv);
 
 /* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
 void kiwi_cli_print_error(const kiwi_err *err);

@@ -2,6 +2,7 @@
 /* kiwi-run: a thin front end. Each subcommand lives in cmd_<verb>.c and is
  * dispatched from the table below. */
 #include "cli.h"
+#include "kiwi/oci_runtime.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -66,12 +67,16 @@ int main(int argc, char **argv)
 	/* A reader of our output that goes away must not kill the supervisor
 	 * of a running sandbox; the command gets SIGPIPE back by default. */
 	signal(SIGPIPE, SIG_IGN);
+	/* The OCI runtime's command line (kiwi-run-oci(1)): global flags
+	 * first, its verbs, `run --bundle`, or the name kiwi-oci. */
+	if (kiwi_cli_is_oci(argc, argv))
+		return kiwi_cmd_oci(argc, argv);
 	if (argc < 2) {
 		fprintf(stderr, "kiwi-run: args: no command given (see `kiwi-run --help`)\n");
 		return KIWI_EXIT_FAILED;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("kiwi-run %s\n", KIWI_VERSION);
+		printf("kiwi-run %s\nspec: %s\n", KIWI_VERSION, KIWI_OCI_VERSION);
 		return 0;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* create, parent side: check the bundle, make the state directory and
+ * exec.fifo, clone3 the init into its namespaces, write its id maps, run
+ * the createRuntime hooks when it asks, and record the state once it is
+ * ready. On any failure the init is killed and the state directory goes:
+ * a failed create leaves nothing behind. Steps #1..#3 are mirrored in
+ * init.c. */
+#include "oci_int.h"
+#include "../sync.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/oci_runtime.h"
+#include "kiwi/seccomp.h"
+#include "kiwi/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct creation {
+	const struct kiwi_oci_create_opts *o;
+	struct kiwi_oci_config *cfg;
+	char bundle[PATH_MAX], rootfs[PATH_MAX], dir[4352];
+	char rootfs_shown[4096];   /* root.path made absolute, as state shows it */
+	struct kiwi_oci_state st;
+	struct kiwi_seccomp *seccomp;
+	int sock, console, pidfd;
+	pid_t pid;
+	bool dir_made;
+};
+
+static int check_config(struct creation *c, kiwi_err *err)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
+	if (!cfg->has_process)
+		return kiwi_error(err, EINVAL, "config", "config.json has no `process` to run");
+	if (!(cfg->new_ns & CLONE_NEWNS))
+		return kiwi_error(err, EINVAL, "config", "config.json: linux.namespaces needs a new `mount` namespace");
+	if (cfg->process.terminal && !c->o->console_socket)
+		return kiwi_error(err, EINVAL, "console",
+				  "process.terminal is true: --console-socket is required to hand over the pty");
+	if (!cfg->process.terminal && c->o->console_socket)
+		return kiwi_error(err, EINVAL, "console", "--console-socket given but process.terminal is false");
+	if (cfg->has_limits)
+		return kiwi_error(err, ENOTSUP, "cgroup",
+				  "config.json: linux.resources limits are not applied by kiwi-run's OCI runtime yet; "
+				  "remove them or use `kiwi-run run`");
+	if (cfg->process.caps[KIWI_OCI_CAP_BOUNDING] & (1ULL << 27) && c->o->note)
+		c->o->note("CAP_MKNOD is never granted: the container's device nodes are the configured ones");
+	for (size_t i = 0; i < cfg->n_ignored && c->o->note; i++) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "config.json: `%s` is ignored (kiwi-run drives no LSM)", cfg->ignored[i]);
+		c->o->note(msg);
+	}
+	return 0;
+}
+
+static int resolve_paths(struct creation *c, kiwi_err *err)
+{
+	if (!realpath(c->o->bundle, c->bundle))
+		return kiwi_error(err, errno, "bundle", "cannot use bundle `%s`", c->o->bundle);
+	char *joined = c->rootfs_shown;
+	const char *root = c->cfg->root_path;
+	if (snprintf(joined, sizeof(c->rootfs_shown), "%s%s%s", root[0] == '/' ? "" : c->bundle,
+		     root[0] == '/' ? "" : "/", root) >= (int)sizeof(c->rootfs_shown))
+		return kiwi_error(err, ENAMETOOLONG, "rootfs", "root.path `%s` is too long", root);
+	struct stat st;
+	if (!realpath(joined, c->rootfs) || stat(c->rootfs, &st) < 0)
+		return kiwi_error(err, errno, "rootfs", "cannot use root.path `%s`", joined);
+	if (!S_ISDIR(st.st_mode))
+		return kiwi_error(err, ENOTDIR, "rootfs", "root.path `%s` is not a directory", joined);
+	return 0;
+}
+
+static int make_state_dir(struct creation *c, kiwi_err *err)
+{
+	if (mkdir(c->o->root, 0700) < 0 && errno != EEXIST)
+		return kiwi_error(err, errno, "state", "cannot create the state root `%s`", c->o->root);
+	if (kiwi_oci_state_dir(c->o->root, c->o->id, c->dir, sizeof(c->dir), err) < 0)
+		return -1;
+	if (mkdir(c->dir, 0700) < 0)
+		return kiwi_error(err, errno, "state", errno == EEXIST ? "container `%s` already exists"
+									: "cannot create the state of `%s`", c->o->id);
+	c->dir_made = true;
+	char fifo[4400];
+	snprintf(fifo, sizeof(fifo), "%s/" KIWI_OCI_FIFO, c->dir);
+	/* Writable by everyone: the init may run as any uid when it opens it
+	 * for writing; the 0700 directory keeps everyone else out. */
+	if (mkfifo(fifo, 0622) < 0 || chmod(fifo, 0622) < 0)
+		return kiwi_error(err, errno, "state", "cannot create `%s`", fifo);
+	return 0;
+}
+
+static int connect_console(struct creation *c, kiwi_err *err)
+{
+	const char *path = c->o->console_socket;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (!path)
+		return 0;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return kiwi_error(err, ENAMETOOLONG, "console", "console socket path `%s` is too long", path);
+	strcpy(sa.sun_path, path);
+	c->console = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->console < 0 || connect(c->console, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return kiwi_error(err, errno, "console", "cannot connect to console socket `%s`", path);
+	return 0;
+}
+
+/* newuidmap/newgidmap: a rootless caller's way to map more than itself,
+ * with the ranges /etc/subuid grants it. */
+static int run_idmap_helper(const char *tool, pid_t pid, const struct kiwi_oci_idmap *m, size_t n, kiwi_err *err)
+{
+	char *argv[3 + 3 * 340 + 1];
+	char nums[3 * 340 + 1][16];
+	size_t k = 0;
+	argv[k++] = (char *)tool;
+	snprintf(nums[0], sizeof(nums[0]), "%d", (int)pid);
+	argv[k++] = nums[0];
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v[3] = { m[i].container_id, m[i].host_id, m[i].size };
+		for (int j = 0; j < 3; j++) {
+			snprintf(nums[1 + 3 * i + j], sizeof(nums[0]), "%u", v[j]);
+			argv[k++] = nums[1 + 3 * i + j];
+		}
+	}
+	argv[k] = NULL;
+	pid_t h = fork();
+	if (h == 0) {
+		execvp(tool, argv);
+		_exit(127);
+	}
+	int status;
+	if (h < 0 || waitpid(h, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		return kiwi_error(err, EPERM, "userns", "%s failed to write the map (is it installed, and "
+				  "does /etc/sub%cid grant the ranges?)", tool, tool[3]);
+	return 0;
+}
+
+static int write_map(pid_t pid, const char *file, const struct kiwi_oci_idmap *m, size_t n, kiwi_err *err)
+{
+	char text[340 * 36] = "", path[64];
+	size_t used = 0;
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(text + used, sizeof(text) - used, "%u %u %u\n", m[i].container_id,
+					 m[i].host_id, m[i].size);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, text, used) != (ssize_t)used)
+		return kiwi_error(err, errno, "userns", "cannot write %s `%.*s`", file, (int)strcspn(text, "\n"), text);
+	return 0;
+}
+
+/* The caller's own single id is all an unprivileged writer may map. */
+static bool only_self(const struct kiwi_oci_idmap *m, size_t n, unsigned self)
+{
+	return n == 1 && m[0].host_id == self && m[0].size == 1;
+}
+
+/* Returns whether setgroups stays allowed in the namespace. */
+static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
+	*may_setgroups = true;
+	if (!(cfg->new_ns & CLONE_NEWUSER))
+		return 0;
+	if (geteuid() == 0)
+		return write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0 ||
+		       write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err) < 0 ? -1 : 0;
+	if (only_self(cfg->uid_maps, cfg->n_uid_maps, getuid())) {
+		if (write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0)
+			return -1;
+	} else if (run_idmap_helper("newuidmap", c->pid, cfg->uid_maps, cfg->n_uid_maps, err) < 0) {
+		return -1;
+	}
+	if (only_self(cfg->gid_maps, cfg->n_gid_maps, getgid())) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)c->pid);
+		_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "deny", 4) != 4)
+			return kiwi_error(err, errno, "userns", "cannot deny setgroups");
+		*may_setgroups = false;
+		return write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err);
+	}
+	return run_idmap_helper("newgidmap", c->pid, cfg->gid_maps, cfg->n_gid_maps, err);
+}
+
+static int run_runtime_hooks(struct creation *c, kiwi_err *err)
+{
+	struct kiwi_oci_state st = c->st;
+	st.pid = c->pid;
+	_cleanup_free_ char *text = kiwi_oci_state_text(&st, KIWI_OCI_CREATING);
+	if (!text)
+		return kiwi_error(err, ENOMEM, "hook", "cannot format the state");
+	if (kiwi_oci_run_hooks(c->cfg, KIWI_OCI_HOOK_PRESTART, text, err) < 0 ||
+	    kiwi_oci_run_hooks(c->cfg, KIWI_OCI_HOOK_CREATE_RUNTIME, text, err) < 0)
+		return -1;
+	struct kiwi_sync_msg m = { .type = OCI_SYNC_HOOKS_DONE };
+	return kiwi_sync_send(c->sock, &m) < 0 ? kiwi_error(err, errno, "sync", "cannot resume the init") : 0;
+}
+
+/* #1..#3 from the parent's side. */
+static int follow_init(struct creation *c, kiwi_err *err)
+{
+	bool may_setgroups;
+	if (write_maps(c, &may_setgroups, err) < 0)
+		return -1;
+	struct kiwi_sync_msg m = { .type = OCI_SYNC_GO, .value = c->pid, .flags = may_setgroups };
+	if (kiwi_sync_send(c->sock, &m) < 0)
+		return kiwi_error(err, errno, "sync", "cannot signal the init");
+	for (;;) {
+		int r = kiwi_sync_recv(c->sock, &m, 0);
+		if (r <= 0)
+			return kiwi_error(err, r < 0 ? errno : 0, "init", "the container's init ended during setup");
+		if (m.type == OCI_SYNC_READY)
+			return 0;
+		if (m.type == OCI_SYNC_ERROR) {
+			*err = m.err;
+			return -1;
+		}
+		if (m.type == OCI_SYNC_HOOKS && run_runtime_hooks(c, err) < 0)
+			return -1;
+	}
+}
+
+static int join_pid_namespace(const struct kiwi_oci_config *cfg, kiwi_err *err)
+{
+	for (size_t i = 0; i < cfg->n_namespaces; i++) {
+		if (cfg->namespaces[i].type != CLONE_NEWPID || !cfg->namespaces[i].path)
+			continue;
+		_cleanup_close_ int fd = open(cfg->namespaces[i].path, O_RDONLY | O_CLOEXEC);
+		/* Our children (the init) start in it; we stay where we are. */
+		if (fd < 0 || setns(fd, CLONE_NEWPID) < 0)
+			return kiwi_error(err, errno, "namespaces", "cannot join pid namespace `%s`",
+					  cfg->namespaces[i].path);
+	}
+	return 0;
+}
+
+static int spawn_init(struct creation *c, kiwi_err *err)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return kiwi_error(err, errno, "socketpair", "cannot create the sync socket");
+	c->sock = sp[0];
+	struct oci_init_args args = {
+		.cfg = c->cfg, .bundle = c->bundle, .rootfs = c->rootfs, .state_dir = c->dir, .sock = sp[1],
+		.console_sock = c->console, .preserve_fds = c->o->preserve_fds, .seccomp = c->seccomp,
+		.state = &c->st,
+	};
+	if (join_pid_namespace(c->cfg, err) < 0) {
+		close(sp[1]);
+		return -1;
+	}
+	c->pid = kiwi_spawn(c->cfg->new_ns, -1, &c->pidfd, err);
+	if (c->pid == 0) {
+		close(c->sock);
+		kiwi_oci_init_main(&args);
+	}
+	close(sp[1]);
+	return c->pid < 0 ? -1 : 0;
+}
+
+static void now_rfc3339(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%09ldZ", ts.tv_nsec);
+}
+
+static int write_pid_file(const char *path, pid_t pid, kiwi_err *err)
+{
+	char tmp[PATH_MAX + 16], text[16];
+	snprintf(tmp, sizeof(tmp), "%s.kiwi-tmp", path);
+	int n = snprintf(text, sizeof(text), "%d", (int)pid);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, text, (size_t)n) != n || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return kiwi_error(err, errno, "pid-file", "cannot write pid file `%s`", path);
+	}
+	return 0;
+}
+
+static int record(struct creation *c, kiwi_err *err)
+{
+	c->st.pid = c->pid;
+	if (kiwi_oci_proc_start_time(c->pid, &c->st.start_time, NULL) < 0)
+		return kiwi_error(err, ESRCH, "init", "the container's init is gone");
+	if (kiwi_oci_state_save(c->o->root, &c->st, err) < 0)
+		return -1;
+	return c->o->pid_file ? write_pid_file(c->o->pid_file, c->pid, err) : 0;
+}
+
+static void undo(struct creation *c)
+{
+	if (c->pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+		siginfo_t info;
+		waitid(P_PIDFD, (id_t)c->pidfd, &info, WEXITED);
+	}
+	if (c->dir_made) {
+		char path[4400];
+		static const char *const files[] = { KIWI_OCI_FIFO, "state.json", "state.json.tmp" };
+		for (size_t i = 0; i < KIWI_ARRAY_SIZE(files); i++) {
+			snprintf(path, sizeof(path), "%s/%s", c->dir, files[i]);
+			unlink(path);
+		}
+		rmdir(c->dir);
+	}
+}
+
+static int prepare(struct creation *c, kiwi_err *err)
+{
+	if (kiwi_oci_check_id(c->o->id, err) < 0 || kiwi_oci_config_load(c->o->bundle, &c->cfg, err) < 0 ||
+	    check_config(c, err) < 0 || resolve_paths(c, err) < 0)
+		return -1;
+	if (c->cfg->seccomp_json &&
+	    kiwi_seccomp_compile_json(c->cfg->seccomp_json, strlen(c->cfg->seccomp_json), "config.json linux.seccomp",
+				      &c->seccomp, err) < 0)
+		return -1;
+	snprintf(c->st.id, sizeof(c->st.id), "%s", c->o->id);
+	snprintf(c->st.bundle, sizeof(c->st.bundle), "%s", c->bundle);
+	memcpy(c->st.rootfs, c->rootfs_shown, sizeof(c->st.rootfs));
+	now_rfc3339(c->st.created, sizeof(c->st.created));
+	c->st.owner = geteuid();
+	if (c->cfg->annotations) {
+		_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+		if (!w)
+			return kiwi_error(err, ENOMEM, "state", "cannot allocate");
+		kiwi_jw_value(w, c->cfg->annotations);
+		size_t len;
+		c->st.annotations = strndup(kiwi_jw_text(w, &len), len);
+	}
+	return make_state_dir(c, err) < 0 || connect_console(c, err) < 0 ? -1 : 0;
+}
+
+pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err *err)
+{
+	struct creation c = { .o = o, .sock = -1, .console = -1, .pidfd = -1 };
+	int r = prepare(&c, err);
+	if (r == 0)
+		r = spawn_init(&c, err);
+	if (r == 0)
+		r = follow_init(&c, err);
+	if (r == 0)
+		r = record(&c, err);
+	if (r < 0)
+		undo(&c);
+	if (c.sock >= 0)
+		close(c.sock);
+	if (c.console >= 0)
+		close(c.console);
+	if (r == 0 && pidfd)
+		*pidfd = TAKE_FD(c.pidfd);
+	if (c.pidfd >= 0)
+		close(c.pidfd);
+	kiwi_seccomp_free(c.seccomp);
+	kiwi_oci_config_free(c.cfg);
+	kiwi_oci_state_clear(&c.st);
+	return r < 0 ? -1 : c.pid;
+}
