@@ -459,7 +459,7 @@ static int cache_path(struct ctx *c, const char *path, const kiwi_json *v, char 
 		return fail_type(c, path, "an absolute path", v);
 	if (!path_ok(s))
 		return fail(c, "`%s` wants an absolute path without `..`, got `%s`", path, s);
-	if (!strcmp(s, "/"))
+	if (!s[strspn(s, "/")])
 		return fail(c, "`%s`: a cache is a directory of its own, never `/`", path);
 	free(*out);
 	*out = strdup(s);

@@ -317,6 +317,8 @@ Test(policy, env_and_cache_errors)
 		       "`install.caches[0].dest` wants an absolute path without `..`, got `/x/../etc`");
 	assert_refused("{\"version\":1,\"install\":{\"caches\":[{\"host\":\"/a\",\"dest\":\"/\"}]}}",
 		       "`install.caches[0].dest`: a cache is a directory of its own, never `/`");
+	assert_refused("{\"version\":1,\"install\":{\"caches\":[{\"host\":\"//\",\"dest\":\"/b\"}]}}",
+		       "`install.caches[0].host`: a cache is a directory of its own, never `/`");
 	assert_refused("{\"version\":1,\"install\":{\"caches\":[{\"host\":\"/a\",\"dest\":3}]}}",
 		       "`install.caches[0].dest`: expected an absolute path, got number");
 	assert_refused("{\"version\":1,\"verify\":{\"caches\":[{\"host\":\"/a\"}]}}", "`verify.caches[0]` needs both \"host\" and \"dest\"");
