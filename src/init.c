@@ -2,6 +2,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/caps.h"
+#include "kiwi/debug.h"
 #include "kiwi/landlock.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
@@ -300,6 +301,9 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	const int keep[] = { sock, args->stdin_fd, args->stdout_fd, args->stderr_fd };
 	kiwi_err err = { 0 };
 	struct kiwi_sync_msg m = { 0 };
+	/* --debug: our fd 2 is still kiwi-run's stderr (see kiwi/debug.h). */
+	const struct kiwi_debug *dbg = cfg->debug;
+	int64_t t = KIWI_DEBUG_NOW(dbg);
 
 	/* If kiwi-run dies, so does the sandbox. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -313,6 +317,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* #1: wait for the parent to write our uid and gid maps. */
 	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
 		_exit(1);
+	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");
+	t = KIWI_DEBUG_NOW(dbg);
 	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
 	 * parent until here): /proc/1's environ (the caller's environment),
 	 * fds and exe stay closed to the command, whatever pid 1's
@@ -324,6 +330,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* Pid 1 holds no fd of the caller's beyond stdio and what is passed on. */
 	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, KIWI_ARRAY_SIZE(keep), &err) < 0)
 		goto fail;
+	KIWI_DEBUG(dbg, "init", t, "close-fds", "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
+	t = KIWI_DEBUG_NOW(dbg);
 
 	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0) {
 		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
@@ -331,22 +339,38 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	}
 	if (kiwi_net_loopback_up(&err) < 0)
 		goto fail;
+	KIWI_DEBUG(dbg, "init", t, "uts-net", "hostname=%s lo up", cfg->hostname);
+	t = KIWI_DEBUG_NOW(dbg);
 	/* While pid 1 still holds CAP_NET_ADMIN over the namespace. */
 	if (cfg->net_audit && start_net_audit(sock, &err) < 0)
 		goto fail;
+	if (cfg->net_audit)
+		KIWI_DEBUG(dbg, "init", t, "net-audit", "packets out are logged and refused");
+	t = KIWI_DEBUG_NOW(dbg);
 	if (kiwi_mount_rootfs(cfg, &err) < 0)
 		goto fail;
+	KIWI_DEBUG(dbg, "init", t, "mount", "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs,
+		   cfg->rw_root ? "rw" : "ro", cfg->n_binds);
+	t = KIWI_DEBUG_NOW(dbg);
 
 	/* The whole sandbox is without capabilities from the command's first
 	 * instruction on: pid 1 drops them before it forks the command. */
 	if (kiwi_caps_drop_all(&err) < 0)
 		goto fail;
+	KIWI_DEBUG(dbg, "init", t, "caps", "every capability dropped, no_new_privs");
+	t = KIWI_DEBUG_NOW(dbg);
 
 	/* #2: start the command and tell the parent how that went. */
 	int64_t exec_ns = 0;
+	/* Copied now: the arguments' memory is blanked once the command forks. */
+	char prog[64] = "";
+	if (dbg)
+		snprintf(prog, sizeof(prog), "%s", cfg->argv[0]);
 	pid_t cmd = start_command(args, &exec_ns, &err);
 	if (cmd < 0)
 		goto fail;
+	KIWI_DEBUG(dbg, "init", t, "exec", "%s (forked; cwd, %slandlock, %s, execve)", prog,
+		   cfg->landlock ? "" : "no ", cfg->seccomp ? "seccomp" : "no seccomp");
 	m = (struct kiwi_sync_msg){
 		.type = KIWI_SYNC_EXEC_OK,
 		.mono_ns = exec_ns,

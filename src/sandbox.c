@@ -4,6 +4,7 @@
 #include "init.h"
 #include "sync.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/debug.h"
 #include "kiwi/egress.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
@@ -120,6 +121,7 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 	struct kiwi_sandbox_result *res = f->res;
 	switch (m->type) {
 	case KIWI_SYNC_EXEC_OK:
+		KIWI_DEBUG(f->cfg->debug, "run", 0, "started", "the command runs (sync #2)");
 		res->started = true;
 		f->exec_mono = m->mono_ns;
 		if (f->cfg->timeout_ns)
@@ -139,6 +141,8 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		res->cpu_user_us = m->utime_us;
 		res->cpu_sys_us = m->stime_us;
 		res->disk_full = m->flags & KIWI_SYNC_DISK_FULL;
+		KIWI_DEBUG(f->cfg->debug, "run", 0, "exit", "the command ended: %s %d (sync #3)",
+			   res->signal ? "signal" : "status", res->signal ? res->signal : res->exit_code);
 		break;
 	default:
 		break;
@@ -288,10 +292,16 @@ static void finish(struct follow *f)
 static int release_child(struct follow *f, pid_t pid)
 {
 	struct kiwi_sync_msg go = { .type = KIWI_SYNC_MAPS_DONE };
+	const struct kiwi_debug *dbg = f->cfg->debug;
+	int64_t t = KIWI_DEBUG_NOW(dbg);
 	if (kiwi_userns_map_self(pid, f->err) < 0)
 		return -1;
+	KIWI_DEBUG(dbg, "run", t, "maps", "uid/gid maps of pid %d written", (int)pid);
+	t = KIWI_DEBUG_NOW(dbg);
 	if (f->egress && kiwi_egress_setup(f->egress, pid, f->pidfd, f->err) < 0)
 		return -1;
+	if (f->egress)
+		KIWI_DEBUG(dbg, "run", t, "egress", "veth into the sandbox, nftables table on the host");
 	if (kiwi_sync_send(f->sock, &go) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
@@ -316,8 +326,10 @@ static int register_sandbox(struct follow *f, pid_t pid)
 	size_t o = 0;
 	for (char *const *a = cfg->argv; *a && o + 1 < sizeof(e.command); a++)
 		o += (size_t)snprintf(e.command + o, sizeof(e.command) - o, "%s%s", o ? " " : "", *a);
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (kiwi_registry_add(&e, &f->reg, f->err) < 0)
 		return -1;
+	KIWI_DEBUG(cfg->debug, "run", t, "registry", "id=%s (kiwi-run list, kill)", e.id);
 	snprintf(f->res->id, sizeof(f->res->id), "%s", e.id);
 	return 0;
 }
@@ -335,11 +347,15 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		.cfg = cfg, .sock = sp[1], .stdin_fd = devnull,
 		.stdout_fd = f->out.write_fd, .stderr_fd = f->errout.write_fd,
 	};
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, f->cg ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
 		kiwi_init_main(&args);
 	}
+	if (pid > 0)
+		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s pid=%d",
+			   f->cg ? " into-cgroup" : "", (int)pid);
 	close(sp[1]);
 	/* The sandbox holds the write ends now; ours would keep EOF away. */
 	close(TAKE_FD(f->out.write_fd));
@@ -416,8 +432,11 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	if (!res->started_at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	res->net_audit = cfg->net_audit;
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (check_config(cfg, err) < 0)
 		return -1;
+	KIWI_DEBUG(cfg->debug, "run", t, "check", "rootfs=%s, %zu bind(s), %zu fd(s)", cfg->rootfs,
+		   cfg->n_binds, cfg->n_preserve_fds);
 
 	/* The command's process applies the rules; the ABI is the kernel's. */
 	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;
@@ -427,15 +446,20 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		/* Without limits a cgroup is only a witness: a host that will
 		 * not give one is no reason to fail. */
 		kiwi_err cg_err = { 0 };
+		t = KIWI_DEBUG_NOW(cfg->debug);
 		if (kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, limited ? err : &cg_err) < 0 &&
 		    limited)
 			return -1;
+		KIWI_DEBUG(cfg->debug, "run", t, "cgroup", "%s", cg ? kiwi_cgroup_name(cg) : "none (not offered)");
 	}
 	int r = run_with_network(cfg, res, cg, err);
 	/* A cgroup that cannot go (a task stuck in the kernel) is a leak the
 	 * caller must hear of, whatever the command did. */
+	t = KIWI_DEBUG_NOW(cfg->debug);
 	if (kiwi_cgroup_destroy(cg, &res->cleanup_error) < 0)
 		res->cleanup_failed = true;
+	if (cg)
+		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-remove", "%s", res->cleanup_failed ? "failed" : "done");
 	return r;
 }
 
@@ -449,8 +473,10 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 	/* The network's pinned /etc/hosts and /etc/resolv.conf come before the
 	 * caller's binds, which may still replace them. */
 	struct kiwi_egress_child net = { 0 };
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
 		return -1;
+	KIWI_DEBUG(cfg->debug, "run", t, "egress-prepare", "policy checked, names resolved, address leased");
 	_cleanup_free_ struct kiwi_bind *binds = calloc(cfg->n_binds + 2, sizeof(*binds));
 	if (!binds)
 		return kiwi_error(err, ENOMEM, "egress", "cannot allocate the binds");

@@ -16,6 +16,7 @@
 struct kiwi_seccomp;
 struct kiwi_egress;
 struct kiwi_egress_config;
+struct kiwi_debug;
 struct kiwi_tail;
 
 struct kiwi_bind {
@@ -73,6 +74,10 @@ struct kiwi_sandbox_config {
 	 * out, but every packet tried is logged, refused at once and reported
 	 * in net_attempts. */
 	bool net_audit;
+
+	/* --debug: each setup step with its timing on stderr; NULL: off, at
+	 * no cost (see kiwi/debug.h). */
+	const struct kiwi_debug *debug;
 };
 
 struct kiwi_sandbox_result {

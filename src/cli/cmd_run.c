@@ -138,8 +138,11 @@ int run_session_prepare(struct run_session *s)
 {
 	struct run_args *a = &s->a;
 	kiwi_err *err = &s->err;
+	int64_t t = KIWI_DEBUG_NOW(a->cfg.debug);
 	if (a->image && apply_image(a, &s->img, err) < 0)
 		return -1;
+	if (a->image)
+		KIWI_DEBUG(a->cfg.debug, "run", t, "image", "%s -> %s", a->image, a->cfg.rootfs);
 	if (build_env(a, s->img.env) < 0)
 		return kiwi_error(err, ENOMEM, "args", "cannot build the environment");
 	if (open_output_file(a->stdout_path, "--stdout", &s->out_fd, err) < 0 ||
@@ -149,8 +152,11 @@ int run_session_prepare(struct run_session *s)
 		a->cfg.stdout_dest = s->out_fd;
 	if (s->err_fd >= 0)
 		a->cfg.stderr_dest = s->err_fd;
+	t = KIWI_DEBUG_NOW(a->cfg.debug);
 	if (prepare_seccomp(a->seccomp, &s->filter, err) < 0)
 		return -1;
+	KIWI_DEBUG(a->cfg.debug, "run", t, "seccomp", "%s", s->filter ? (a->seccomp ? a->seccomp : "default profile")
+								  : "unconfined");
 	a->cfg.seccomp = s->filter;
 	return 0;
 }

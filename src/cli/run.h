@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "image.h"
+#include "kiwi/debug.h"
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
 #include "kiwi/sandbox.h"
@@ -42,6 +43,7 @@ struct run_args {
 	bool defaults_set;
 	bool command_optional;    /* no command after `--` is fine (the caller fills it) */
 	kiwi_err err;         /* a flag's value that did not parse */
+	struct kiwi_debug debug;  /* --debug: cfg.debug points here */
 };
 
 /* A command's own options on top of run's. take() gets each one; it
