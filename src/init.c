@@ -131,31 +131,50 @@ fail:;
 	_exit(127);
 }
 
+/* The arg_start, arg_end, env_start, env_end of /proc/self/stat (fields
+ * 48 to 51), counted from the ')' that ends field 2, since the command
+ * name may hold spaces. */
+static bool memory_areas(unsigned long area[4])
+{
+	char stat[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	stat[n] = '\0';
+	char *p = strrchr(stat, ')');
+	for (int field = 2; p && field < 48; field++)
+		p = strchr(p + 1, ' ');
+	return p && sscanf(p, " %lu %lu %lu %lu", &area[0], &area[1], &area[2], &area[3]) == 4;
+}
+
+/* /proc/1/environ (closed by non-dumpable, but kept out of reach all the
+ * same) would show the caller's whole environment, credentials included:
+ * pid 1 is a clone of kiwi-run. The kernel reads it from our own memory,
+ * so blank it there, first thing: nothing we use points into it (the
+ * command's environment was built on the heap and from argv). */
+static void hide_environment(void)
+{
+	unsigned long area[4];
+	if (memory_areas(area) && area[3] > area[2] && area[3] - area[2] <= (1UL << 21))
+		memset((void *)area[2], 0, area[3] - area[2]);
+}
+
 /* /proc/1/cmdline is readable by the command and would show kiwi-run's
  * arguments: host paths of the rootfs and of bind sources. The kernel
  * reads the arguments from our own memory, so blank them there. */
 static void hide_command_line(void)
 {
-	char stat[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	stat[n] = '\0';
-	/* Fields 48 and 49 are arg_start and arg_end; count from the ')'
-	 * that ends field 2, since the command name may hold spaces. */
-	char *p = strrchr(stat, ')');
-	unsigned long start = 0, end = 0;
-	for (int field = 2; p && field < 48; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start || end - start > (1UL << 21))
+	unsigned long area[4];
+	if (!memory_areas(area) || area[1] <= area[0] || area[1] - area[0] > (1UL << 21))
 		return;
 	static const char title[] = "kiwi-init";
-	memset((void *)start, 0, end - start);
-	memcpy((void *)start, title, end - start > sizeof(title) ? sizeof(title) : end - start - 1);
+	size_t len = area[1] - area[0];
+	memset((void *)area[0], 0, len);
+	memcpy((void *)area[0], title, len > sizeof(title) ? sizeof(title) : len - 1);
 }
 
 /* Forks the command and waits until its exec succeeded or failed: a
@@ -307,6 +326,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 
 	/* If kiwi-run dies, so does the sandbox. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	hide_environment();
 	/* SIGCHLD stays blocked for the signalfd; the forwarded signals were
 	 * blocked by the parent before clone and stay so here. */
 	sigset_t chld;
