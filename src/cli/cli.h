@@ -14,6 +14,7 @@
 /* One subcommand: argv[0] is its name. Returns the process exit status. */
 int kiwi_cmd_run(int argc, char **argv);
 int kiwi_cmd_gc(int argc, char **argv);
+int kiwi_cmd_phase(int argc, char **argv);
 int kiwi_cmd_plan(int argc, char **argv);
 int kiwi_cmd_list(int argc, char **argv);
 int kiwi_cmd_kill(int argc, char **argv);

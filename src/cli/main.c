@@ -17,6 +17,7 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "run", kiwi_cmd_run, "run a command in a fresh sandbox" },
+	{ "phase", kiwi_cmd_phase, "install or verify: the two phases of a coding loop" },
 	{ "gc", kiwi_cmd_gc, "remove what dead kiwi-runs left behind" },
 	{ "plan", kiwi_cmd_plan, "print, as JSON, what phase install would run and why" },
 	{ "list", kiwi_cmd_list, "list the running sandboxes" },
