@@ -101,11 +101,10 @@ struct drain {
 	void *arg;
 };
 
-static int packet_cb(const struct nlmsghdr *nlh, void *data)
+static void on_message(const struct nlmsghdr *nlh, const struct drain *d)
 {
-	const struct drain *d = data;
-	if ((nlh->nlmsg_type & 0xff) != NFULNL_MSG_PACKET)
-		return MNL_CB_OK;
+	if (nlh->nlmsg_type != (NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET))
+		return;
 	const struct nlattr *attr;
 	mnl_attr_for_each(attr, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(attr) != NFULA_PAYLOAD)
@@ -114,16 +113,39 @@ static int packet_cb(const struct nlmsghdr *nlh, void *data)
 		if (parse_packet(&p, mnl_attr_get_payload(attr), mnl_attr_get_payload_len(attr)) == 0)
 			d->fn(&p, d->arg);
 	}
-	return MNL_CB_OK;
+}
+
+/* Every message of one datagram. Not mnl_cb_run(): libmnl compares a
+ * message's length as a signed int, so a length of 2^31 or more would be
+ * taken as fitting. The kernel never sends one, but the packets inside
+ * are the sandbox's, and the framing costs nothing to check. */
+static int each_message(const char *buf, size_t len, const struct drain *d)
+{
+	while (len >= sizeof(struct nlmsghdr)) {
+		const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
+		if (nlh->nlmsg_len < sizeof(*nlh) || nlh->nlmsg_len > len) {
+			errno = EPROTO;
+			return -1;
+		}
+		on_message(nlh, d);
+		size_t step = NLMSG_ALIGN(nlh->nlmsg_len);
+		if (step >= len)
+			break;
+		buf += step;
+		len -= step;
+	}
+	return 0;
 }
 
 int kiwi_nflog_drain_fd(int fd, void (*fn)(const struct kiwi_nflog_packet *p, void *arg), void *arg,
 			unsigned *lost, kiwi_err *err)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE * 2];
+	/* Aligned for the headers; the spare bytes at the end keep libmnl's
+	 * attribute walk, which rounds a message's end up to 4, inside. */
+	char buf[MNL_SOCKET_BUFFER_SIZE * 2 + NLMSG_ALIGNTO] __attribute__((aligned(8)));
 	struct drain d = { fn, arg };
 	for (;;) {
-		ssize_t got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t got = recv(fd, buf, sizeof(buf) - NLMSG_ALIGNTO, MSG_DONTWAIT);
 		if (got < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return 0;
@@ -133,8 +155,7 @@ int kiwi_nflog_drain_fd(int fd, void (*fn)(const struct kiwi_nflog_packet *p, vo
 			}
 			return kiwi_error(err, errno, "nflog", "cannot read the packet log");
 		}
-		/* seq 0 and portid 0: log messages come from the kernel unasked */
-		if (mnl_cb_run(buf, (size_t)got, 0, 0, packet_cb, &d) < 0)
+		if (each_message(buf, (size_t)got, &d) < 0)
 			return kiwi_error(err, errno, "nflog", "malformed packet log message");
 	}
 }
