@@ -635,8 +635,9 @@ static int check_variables(struct ctx *c, enum kiwi_phase phase)
 	const char *name = kiwi_phase_name(phase);
 	kiwi_err sub = { 0 };
 	for (size_t i = 0; i < ph->n_set_env; i++) {
-		char key[PATH_MAX_LEN];
-		snprintf(key, sizeof(key), "%.*s", (int)strcspn(ph->set_env[i], "="), ph->set_env[i]);
+		_cleanup_free_ char *key = strndup(ph->set_env[i], strcspn(ph->set_env[i], "="));
+		if (!key)
+			return fail_nomem(c);
 		if (kiwi_policy_check_literal(c->p, phase, key, &sub) < 0)
 			return fail(c, "`%s.env.%s`: %s", name, key, sub.msg);
 		for (size_t k = 0; k < ph->n_pass_env; k++)

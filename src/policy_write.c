@@ -143,9 +143,8 @@ static void write_phase(kiwi_json_writer *w, const struct kiwi_phase_policy *ph,
 	for (size_t i = 0; i < ph->n_set_env; i++) {
 		const char *kv = ph->set_env[i];
 		size_t klen = strcspn(kv, "=");
-		char name[256];
-		snprintf(name, sizeof(name), "%.*s", (int)klen, kv);
-		kiwi_jw_key(w, name);
+		_cleanup_free_ char *name = strndup(kv, klen);
+		kiwi_jw_key(w, name ? name : "");   /* out of memory: the writer's output is cut short anyway */
 		kiwi_jw_string(w, kv[klen] ? kv + klen + 1 : "");
 	}
 	kiwi_jw_close_object(w);

@@ -492,6 +492,25 @@ Test(policy, written_back)
 	cr_assert(b.verify.output_limit_set);
 }
 
+Test(policy, long_names_written_whole)
+{
+	char name[401];
+	memset(name, 'N', 400);
+	name[400] = '\0';
+	char text[600];
+	snprintf(text, sizeof(text), "{\"version\":1,\"verify\":{\"env\":{\"%s\":\"v\"}}}", name);
+	_cleanup_policy_ struct kiwi_policy a;
+	_cleanup_policy_ struct kiwi_policy b;
+	kiwi_err e = { 0 };
+	cr_assert_eq(parse(text, &a, &e), 0, "%s", e.msg);
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	kiwi_policy_write_json(&a, w);
+	size_t len;
+	const char *out = kiwi_jw_text(w, &len);
+	cr_assert_eq(kiwi_policy_parse(out, len, "out", &b, &e), 0, "%s", e.msg);
+	cr_assert_str_eq(b.verify.set_env[0], a.verify.set_env[0]);
+}
+
 Test(policy, default_written_out)
 {
 	struct kiwi_policy p;
@@ -567,6 +586,23 @@ Test(policy_file, refuses_what_others_can_write, .init = make_dir, .fini = remov
 	path = write_file("o.json", "{\"version\":1}", 0646);
 	cr_assert_eq(kiwi_policy_load(path, &p, &e), -1);
 	cr_assert(strstr(e.msg, "(mode 0646)") != NULL, "%s", e.msg);
+}
+
+Test(policy_file, checks_the_target_of_a_link, .init = make_dir, .fini = remove_dir)
+{
+	/* the link's own owner and mode mean nothing: the file read is checked */
+	const char *target = write_file("g.json", "{\"version\":1,\"allow_test_credentials\":true}", 0666);
+	char link[300];
+	snprintf(link, sizeof(link), "%s/link.json", dir);
+	cr_assert_eq(symlink(target, link), 0);
+	struct kiwi_policy p;
+	kiwi_err e = { 0 };
+	cr_assert_eq(kiwi_policy_load(link, &p, &e), -1);
+	cr_assert(strstr(e.msg, "writable by group or others (mode 0666)") != NULL, "%s", e.msg);
+	cr_assert_eq(chmod(target, 0644), 0);
+	cr_assert_eq(kiwi_policy_load(link, &p, &e), 0, "%s", e.msg);
+	cr_assert(p.allow_test_credentials);
+	kiwi_policy_clear(&p);
 }
 
 Test(policy_file, refuses_a_stranger_s_file, .init = make_dir, .fini = remove_dir)
