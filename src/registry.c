@@ -109,9 +109,13 @@ static int open_regdir(bool create, struct regdir *d, kiwi_err *err)
 	if (geteuid() == 0) {
 		/* /run is root's alone, so the path up to here is too. */
 		snprintf(d->path, sizeof(d->path), ROOT_DIR);
-		if (create && (mkdir("/run/kiwi", 0755) < 0 && errno != EEXIST))
-			return kiwi_error(err, errno, "registry", "cannot create /run/kiwi");
-		d->fd = open_sub(AT_FDCWD, ROOT_DIR, ROOT_DIR, create, 077, err);
+		d->fd = open_sub(AT_FDCWD, ROOT_DIR, ROOT_DIR, false, 077, err);
+		/* The first sandbox since boot makes the directories. */
+		if (d->fd < 0 && errno == ENOENT && create) {
+			if (mkdir("/run/kiwi", 0755) < 0 && errno != EEXIST)
+				return kiwi_error(err, errno, "registry", "cannot create /run/kiwi");
+			d->fd = open_sub(AT_FDCWD, ROOT_DIR, ROOT_DIR, true, 077, err);
+		}
 		return d->fd < 0 ? -1 : 0;
 	}
 	/* No setuid: kiwi-run runs with the caller's own rights, so the

@@ -99,8 +99,7 @@ def test_entry_removed_on_every_path(kiwi, scratch):
     xdg.chmod(0o700)
     os.chown(xdg, kiwi.uid, kiwi.gid)
     if kiwi.mode == "root":
-        pytest.skip("root's registry is /run/kiwi/sandboxes, shared with every root kiwi-run "
-                    "of this host: covered by the SIGKILL and kill tests")
+        return entry_removed_on_every_path_as_root(kiwi)
     env["XDG_RUNTIME_DIR"] = str(xdg)
     reg = xdg / "kiwi" / "sandboxes"
     for cmd, want in ((["true"], 0), (["false"], 1), (["/no/such/program"], 127),
@@ -124,17 +123,53 @@ def test_entry_removed_on_every_path(kiwi, scratch):
     assert list(reg.iterdir()) == []
 
 
-def test_tmp_fallback_is_removed_when_empty(kiwi, sandbox):
+ROOT_PATHS = r"""
+set -u
+mount -t tmpfs kiwi-ops-test /run/kiwi
+for cmd in true false /no/such/program; do
+    "$KIWI" run --rootfs "$ROOTFS" -- $cmd; echo "status $?"; ls -A /run/kiwi/sandboxes
+done
+"$KIWI" run --rootfs /no/such/rootfs -- true 2>/dev/null; echo "status $?"; ls -A /run/kiwi/sandboxes
+"""
+
+
+def entry_removed_on_every_path_as_root(kiwi):
+    """Root's registry is shared with every root kiwi-run of the host: look
+    at a fresh one, a tmpfs over /run/kiwi in a private mount namespace
+    (which also takes the path that makes the directory)."""
+    env = dict(kiwi.env(), KIWI=kiwi.binary, ROOTFS=kiwi.rootfs)
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", ROOT_PATHS],
+                       capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    lines = [l for l in r.stdout.splitlines()]
+    assert lines == ["status 0", "status 1", "status 127", "status 125"], explain(r)
+
+
+TMP_FALLBACK = r"""
+set -u
+mount -t tmpfs kiwi-ops-test /tmp
+$AS $KIWI run --rootfs "$ROOTFS" -- sleep 1000 &
+i=0
+until ls /tmp/kiwi-run-$OWNER/*.json >/dev/null 2>&1 || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
+stat -c '%a %U' /tmp/kiwi-run-$OWNER
+$AS $KIWI kill "$(basename /tmp/kiwi-run-$OWNER/*.json .json)"
+wait $!; echo "status $?"
+ls -A /tmp
+"""
+
+
+def test_tmp_fallback_is_removed_when_empty(kiwi):
+    """Without XDG_RUNTIME_DIR, the registry is a 0700 /tmp/kiwi-run-UID,
+    gone again with its last entry. Other sessions on this host run
+    sandboxes as the same test user, so look at a /tmp of our own."""
     if kiwi.mode == "root":
         pytest.skip("root always uses /run/kiwi/sandboxes")
-    s = sandbox(env=no_xdg(kiwi))
-    s.ops("gc")  # stale entries another test left would keep the directory
-    e = s.wait_listed()
-    d = Path(f"/tmp/kiwi-run-{kiwi.uid}")
-    assert (d / f"{e['id']}.json").exists() and d.stat().st_mode & 0o777 == 0o700
-    assert s.ops("kill", e["id"]).returncode == 0
-    s.finish()
-    assert not d.exists()
+    if os.geteuid() != 0:
+        pytest.skip("a private /tmp needs root")
+    env = dict(no_xdg(kiwi), KIWI=kiwi.binary, ROOTFS=kiwi.rootfs, OWNER=str(kiwi.uid),
+               AS=" ".join(kiwi.prefix))
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", TMP_FALLBACK],
+                       capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.stdout.splitlines() == ["700 kiwi-test", "status 143"], explain(r)
 
 
 def test_sigkill_of_kiwi_run_leaves_a_stale_entry_that_gc_removes(kiwi, sandbox):
