@@ -95,6 +95,12 @@ run_fuzzers() {
 
 say "dependencies"
 bash .ci/deps.sh
+# The phase suite's Debian rootfs with nodejs and npm takes minutes to build
+# the first time, nearly all of it downloading: start it now, beside the
+# build. The suite waits on its lock, and reports its error if it failed.
+if [ "$(id -u)" = 0 ]; then
+	bash tests/phase/node-rootfs.sh >/dev/null 2>&1 &
+fi
 
 say "build (-Werror)"
 configure build
