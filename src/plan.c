@@ -253,7 +253,9 @@ static int plan_ecosystem(struct plan_ctx *ctx, const struct plan_ecosystem *e)
 	char because[256] = "";
 	if (choose(ctx, e, &r, because, sizeof(because)) < 0)
 		return -1;
-	if (!r && !declares)
+	/* requirements*.txt are the manifest and the lock at once: empty ones
+	 * pin nothing. */
+	if (!declares && (!r || !strcmp(r->lock, PLAN_REQUIREMENTS)))
 		return note_unused(ctx, e, NULL, "nothing is declared to install");
 	if (!r) {
 		if (note_unused(ctx, e, NULL, "the rest of what its rule needs is missing (kiwi-run-plan(1))") < 0)

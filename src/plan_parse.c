@@ -30,7 +30,7 @@ static int node_dep_field(const kiwi_json *top, const char *field, struct plan_p
 	if (!v || t == KIWI_JSON_NULL)
 		return 0;
 	if (t != KIWI_JSON_OBJECT)
-		return kiwi_error(err, 0, "plan", "package.json: `%s` is %s, not an object of name: version",
+		return kiwi_error(err, 0, "plan", "package.json: `%s` is of type %s, not an object of name: version",
 				  field, kiwi_json_type_name(t));
 	if (kiwi_json_len(v) > 0 && !out->declares) {
 		out->declares = true;
@@ -116,7 +116,7 @@ static int composer_field(const kiwi_json *top, const char *field, bool *declare
 	if (!v || t == KIWI_JSON_NULL)
 		return 0;
 	if (t != KIWI_JSON_OBJECT)
-		return kiwi_error(err, 0, "plan", "composer.json: `%s` is %s, not an object of name: version",
+		return kiwi_error(err, 0, "plan", "composer.json: `%s` is of type %s, not an object of name: version",
 				  field, kiwi_json_type_name(t));
 	for (size_t i = 0; i < kiwi_json_len(v); i++)
 		if (strchr(kiwi_json_key_at(v, i), '/'))

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 bool kiwi_plan_force_walk;
+#define SYMLINK_REFUSED "`%s` in the workspace is or passes through a symlink; kiwi-run reads only regular files there"
 static bool no_openat2; /* learnt once from ENOSYS */
 
 /* One component at a time; every component must be what it claims (a
@@ -88,17 +89,14 @@ int plan_ws_kind(int dirfd, const char *path, enum plan_kind *kind, bool *exec, 
 	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 		return 0;
 	if (fd < 0 && errno == ELOOP)
-		return kiwi_error(err, 0, "plan",
-				  "`%s` in the workspace is or passes through a symlink; kiwi-run reads only regular files there",
-				  path);
+		return kiwi_error(err, 0, "plan", SYMLINK_REFUSED, path);
 	if (fd < 0)
 		return kiwi_error(err, errno, "plan", "cannot look at `%s` in the workspace", path);
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return kiwi_error(err, errno, "plan", "cannot stat `%s` in the workspace", path);
 	if (S_ISLNK(st.st_mode))
-		return kiwi_error(err, 0, "plan",
-				  "`%s` in the workspace is a symlink; kiwi-run reads only regular files there", path);
+		return kiwi_error(err, 0, "plan", SYMLINK_REFUSED, path);
 	if (S_ISDIR(st.st_mode)) {
 		*kind = PLAN_DIR;
 		return 0;
@@ -115,9 +113,7 @@ static int open_regular(int dirfd, const char *path, kiwi_err *err)
 {
 	_cleanup_close_ int fd = open_beneath(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 && errno == ELOOP)
-		return kiwi_error(err, 0, "plan",
-				  "`%s` in the workspace is or passes through a symlink; kiwi-run reads only regular files there",
-				  path);
+		return kiwi_error(err, 0, "plan", SYMLINK_REFUSED, path);
 	if (fd < 0)
 		return kiwi_error(err, errno, "plan", "cannot open `%s` in the workspace", path);
 	struct stat st;
