@@ -179,9 +179,10 @@ static int apply_policy(struct phase *p, struct run_args *a)
 static int check_env(struct phase *p, struct run_args *a)
 {
 	for (size_t i = 0; i < a->n_user_env; i++) {
-		char name[256];
-		size_t len = strcspn(a->user_env[i], "=");
-		snprintf(name, sizeof(name), "%.*s", (int)len, a->user_env[i]);
+		/* The whole name: a cut one could slip past a pattern. */
+		_cleanup_free_ char *name = strndup(a->user_env[i], strcspn(a->user_env[i], "="));
+		if (!name)
+			return kiwi_error(&a->err, ENOMEM, "policy", "out of memory");
 		if (kiwi_policy_check_literal(&p->policy, p->which, name, &a->err) < 0)
 			return -1;
 	}

@@ -123,6 +123,19 @@ def test_install_fetches_from_the_registry_then_verify_runs_offline(root_phase, 
     assert r.verdict["network_attempted"] is False  # npm test ran offline, tried nothing
 
 
+def test_the_policy_file_opens_the_registry_as_the_flags_do(root_phase, node_rootfs, registry):
+    world, pkg = registry
+    ws = app_workspace(root_phase, pkg)
+    policy = root_phase.kiwi._fresh("policy") / "kiwi.json"
+    policy.write_text(json.dumps({"version": 1, "install": {
+        "network": "egress",
+        "egress": {"mode": "public_internet", "allow_cidr": [f"{REGISTRY}/32"], "allow_port": [str(PORT)]},
+        "limits": {"timeout": "120s"}}}))  # cgroup limits: the VM lane (hybrid host)
+    r = root_phase("install", ws, ("--policy", policy), rootfs=node_rootfs, prefix=world.hx(), timeout=300)
+    assert r.returncode == 0, explain(r)
+    assert (ws / "node_modules" / pkg["name"] / "index.js").is_file()
+
+
 def test_verify_that_needs_the_network_fails_cleanly(root_phase, node_rootfs, registry):
     world, pkg = registry
     ws = app_workspace(root_phase, pkg)

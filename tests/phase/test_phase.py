@@ -72,6 +72,13 @@ def test_a_model_key_is_refused_even_when_named(phase, key):
     assert r.returncode == 125, explain(r)
 
 
+def test_a_long_name_cannot_hide_a_model_key(phase):
+    ws = phase.workspace()
+    name = "X" * 300 + "_ANTHROPIC_API_KEY"
+    r = phase("verify", ws, ("--env", f"{name}=sk"), ["true"])
+    assert r.returncode == 125, explain(r)
+
+
 def test_test_credentials_opt_in_is_verify_only(phase, scratch):
     ws = phase.workspace()
     policy = phase.kiwi._fresh("policy") / "p.json"
