@@ -36,7 +36,9 @@ pid_t kiwi_spawn(uint64_t ns_flags, int cgroup_fd, int *pidfd, kiwi_err *err)
 	struct kiwi_clone_args args = {
 		.flags = ns_flags | CLONE_PIDFD,
 		.pidfd = (uint64_t)(uintptr_t)&fd,
-		.exit_signal = SIGCHLD,
+		/* With CLONE_PARENT the child signals our parent as we do,
+		 * and clone3 insists on 0 here. */
+		.exit_signal = (ns_flags & CLONE_PARENT) ? 0 : SIGCHLD,
 	};
 	if (cgroup_fd >= 0) {
 		args.flags |= CLONE_INTO_CGROUP;

@@ -74,6 +74,9 @@ struct kiwi_oci_create_opts {
 /* create: builds the container and leaves its init blocked on exec.fifo.
  * Returns the init's pid; *pidfd (when non-NULL) gets a pidfd of it. */
 pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err *err);
+/* start, kill, delete: on success err may still hold a warning (step
+ * "warning": a poststart or poststop hook failed, which the runtime-spec
+ * makes a warning). */
 /* start: releases a created container and runs the poststart hooks. */
 int kiwi_oci_start(const char *root, const char *id, kiwi_err *err);
 /* kill: sig to the init, or with all to every process of its cgroup. */
@@ -83,6 +86,32 @@ int kiwi_oci_kill(const char *root, const char *id, int sig, bool all, kiwi_err 
 int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err);
 /* The pids of the container's processes (its cgroup, or the init alone). */
 int kiwi_oci_pids(const char *root, const char *id, pid_t **pids, size_t *n, kiwi_err *err);
+
+struct kiwi_oci_exec_opts {
+	const char *root, *id;
+	const char *process_file;  /* --process: a runtime-spec process object */
+	char **args;               /* else the command (NULL-terminated) ... */
+	char **env;                /* ... with these KEY=VALUE set (NULL-terminated or NULL) */
+	const char *cwd;           /* NULL: the config's */
+	const char *user;          /* "UID[:GID]", NULL: the config's */
+	uint32_t *gids;            /* --additional-gids */
+	size_t n_gids;
+	char **caps;               /* --cap, added to every set but inheritable */
+	size_t n_caps;
+	bool tty, no_new_privs;
+	const char *console_socket, *pid_file;
+	int preserve_fds;
+};
+
+/* exec: starts a process in the container's namespaces and cgroup, with
+ * its seccomp filter; returns its pid (a child of the caller) and, when
+ * pidfd is non-NULL, a pidfd of it. */
+pid_t kiwi_oci_exec(const struct kiwi_oci_exec_opts *o, int *pidfd, kiwi_err *err);
+
+/* CVE-2019-5736 (src/oci/sealed.c): re-executes the calling program from a
+ * sealed memfd copy of itself, unless it runs from one already (then 0). */
+int kiwi_oci_reexec_sealed(char **argv, kiwi_err *err);
+bool kiwi_oci_running_sealed(void);
 
 /* A signal by name ("KILL", "SIGKILL") or number; -1 when unknown. */
 int kiwi_oci_signal_from_name(const char *s);

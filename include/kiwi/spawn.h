@@ -18,6 +18,8 @@
  * *pidfd set), -1 with err set. cgroup_fd < 0 means "stay in ours". Only
  * ENOSYS would justify a fallback, and clone3 is older than every other
  * kernel feature kiwi-run needs, so there is none. */
+/* ns_flags may hold other clone flags too (CLONE_PARENT: the child becomes
+ * our sibling). */
 pid_t kiwi_spawn(uint64_t ns_flags, int cgroup_fd, int *pidfd, kiwi_err *err);
 
 #endif

@@ -205,6 +205,7 @@ static const struct {
 } oci_commands[] = {
 	{ "create", kiwi_oci_cmd_create },
 	{ "delete", kiwi_oci_cmd_delete },
+	{ "exec", kiwi_oci_cmd_exec },
 	{ "features", cmd_features },
 	{ "kill", kiwi_oci_cmd_kill },
 	{ "ps", kiwi_oci_cmd_ps },
@@ -332,7 +333,7 @@ int kiwi_cmd_oci(int argc, char **argv)
 		case G_SYSTEMD: systemd = true; break;
 		case G_HELP:
 			printf("usage: kiwi-run [--root DIR] [--log FILE] [--log-format json|text] [--debug] COMMAND ...\n"
-			       "commands: create start state kill delete run ps spec features (see kiwi-run-oci(1))\n");
+			       "commands: create start state kill delete run exec ps spec features (see kiwi-run-oci(1))\n");
 			return 0;
 		default:
 			return kiwi_oci_usage("kiwi-run", "unknown global option `%s`", argv[optind - 1]);
@@ -352,6 +353,12 @@ int kiwi_cmd_oci(int argc, char **argv)
 			char **sub_argv = argv + optind;
 			optind = 0;
 			kiwi_oci_log("debug", "%s", cmd);
+			/* The commands whose processes enter a container run from
+			 * a sealed copy of kiwi-run (src/oci/sealed.c). */
+			kiwi_err err = { 0 };
+			if ((!strcmp(cmd, "create") || !strcmp(cmd, "run") || !strcmp(cmd, "exec")) &&
+			    kiwi_oci_reexec_sealed(argv, &err) < 0)
+				return kiwi_oci_fail(&err);
 			return oci_commands[i].fn(sub_argc, sub_argv);
 		}
 	return kiwi_oci_usage("kiwi-run", "unknown command `%s`", cmd);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The OCI runtime command line: global flags, the log, and one function
  * per command (cmd_oci.c: dispatch, log, spec, features, state;
- * cmd_oci_life.c: create, start, run, kill, delete, ps). */
+ * cmd_oci_life.c: create, start, run, kill, delete, ps; cmd_oci_exec.c). */
 #ifndef KIWI_CMD_OCI_H
 #define KIWI_CMD_OCI_H
 
@@ -31,5 +31,9 @@ int kiwi_oci_cmd_run(int argc, char **argv);
 int kiwi_oci_cmd_kill(int argc, char **argv);
 int kiwi_oci_cmd_delete(int argc, char **argv);
 int kiwi_oci_cmd_ps(int argc, char **argv);
+int kiwi_oci_cmd_exec(int argc, char **argv);
+/* Waits for the child behind pidfd, forwarding the usual signals to it;
+ * returns its exit status, or 128+N for signal N. */
+int kiwi_oci_wait_forwarding(int pidfd);
 
 #endif

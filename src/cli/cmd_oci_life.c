@@ -130,7 +130,7 @@ int kiwi_oci_cmd_start(int argc, char **argv)
 }
 
 /* Signals to us go on to the container's init, as runc run does. */
-static int wait_forwarding(int pidfd)
+int kiwi_oci_wait_forwarding(int pidfd)
 {
 	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
 	sigset_t set;
@@ -174,7 +174,7 @@ int kiwi_oci_cmd_run(int argc, char **argv)
 	report_warning(&err);
 	if (a.detach)
 		return 0;
-	int status = wait_forwarding(pidfd);
+	int status = kiwi_oci_wait_forwarding(pidfd);
 	if (!a.keep) {
 		err = (kiwi_err){ 0 };
 		if (kiwi_oci_delete(a.o.root, a.o.id, false, &err) < 0)

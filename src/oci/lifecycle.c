@@ -32,12 +32,20 @@ static int load_locked(const char *root, const char *id, struct kiwi_oci_state *
 }
 
 /* Waits until the process behind pidfd has ended (not necessarily been
- * reaped: that is its parent's business, the shim's). */
-static void wait_exit(int pidfd)
+ * reaped: that is its parent's business, the shim's). Bounded, as runc's
+ * wait is: an init of a pid namespace only ends once every other process
+ * of it has been reaped, and those may have a parent that does not reap. */
+static int wait_exit(int pidfd, const char *id, kiwi_err *err)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+	int r;
+	while ((r = poll(&p, 1, KIWI_OCI_KILL_WAIT_MS)) < 0 && errno == EINTR)
 		;
+	if (r == 0)
+		return kiwi_error(err, ETIMEDOUT, "delete",
+				  "the init of `%s` did not end within %d s of SIGKILL (are the container's "
+				  "processes reaped by their parent?)", id, KIWI_OCI_KILL_WAIT_MS / 1000);
+	return 0;
 }
 
 static int run_hooks_of(const struct kiwi_oci_state *st, enum kiwi_oci_hook_kind kind, enum kiwi_oci_status s,
@@ -232,7 +240,10 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 			for (size_t i = 0; i < n; i++)
 				kill(pids[i], SIGKILL);
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-		wait_exit(pidfd);
+		if (wait_exit(pidfd, id, err) < 0) {
+			kiwi_oci_state_clear(&st);
+			return -1;
+		}
 	}
 	remove_state(root, id);
 	/* A poststop hook's failure is a warning (runtime-spec). */

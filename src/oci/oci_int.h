@@ -15,6 +15,8 @@
 #include "kiwi/oci_runtime.h"
 
 #define KIWI_OCI_FIFO "exec.fifo"
+/* How long delete --force waits for a killed init, as runc (10 s). */
+#define KIWI_OCI_KILL_WAIT_MS 10000
 
 enum {
 	OCI_SYNC_GO = 100,         /* parent -> init #1: id maps written, go on */

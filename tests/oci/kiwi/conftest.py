@@ -172,8 +172,9 @@ def oci(request, kiwi_bin, rootfs, session_dir, test_user):
     yield o
     # Nothing may outlive a test: every container is deleted, and the
     # state root is empty.
+    reap()
     left = sorted(p.name for p in o.root.iterdir())
     for cid in left:
         o.cli("delete", "--force", cid)
-    reap()
+        reap()
     assert not left, f"containers left behind: {left}"
