@@ -322,7 +322,7 @@ static int register_sandbox(struct follow *f, pid_t pid)
 		return -1;
 	snprintf(e.phase, sizeof(e.phase), "%s", cfg->phase ? cfg->phase : "");
 	snprintf(e.cgroup, sizeof(e.cgroup), "%s", f->cg ? kiwi_cgroup_name(f->cg) : "");
-	snprintf(e.network, sizeof(e.network), "%s", cfg->egress ? "egress" : "none");
+	snprintf(e.network, sizeof(e.network), "%s", cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none");
 	size_t o = 0;
 	for (char *const *a = cfg->argv; *a && o + 1 < sizeof(e.command); a++)
 		o += (size_t)snprintf(e.command + o, sizeof(e.command) - o, "%s%s", o ? " " : "", *a);

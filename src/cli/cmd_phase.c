@@ -445,6 +445,7 @@ int kiwi_cmd_phase(int argc, char **argv)
 	cfg->stdout_tail = &p.out_tail;
 	cfg->stderr_tail = &p.err_tail;
 	cfg->own_cgroup = true;
+	cfg->phase = kiwi_phase_name(p.which);   /* for `kiwi-run list` */
 	bool failed = open_workspace(&p, &s.a, &s.err) < 0 ||
 		      (p.which == KIWI_PHASE_INSTALL && !cfg->argv && !s.a.image &&
 		       plan_install(&p, &s.a, &s.err) < 0);

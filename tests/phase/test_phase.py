@@ -253,3 +253,21 @@ def test_the_sandbox_init_keeps_no_copy_of_the_callers_environment(phase):
     finally:
         p.kill()
         p.communicate()
+
+
+def test_list_shows_the_phase(phase):
+    ws = phase.workspace()
+    argv = [*phase.kiwi.prefix, phase.kiwi.binary, "phase", "verify", "--rootfs", phase.kiwi.rootfs,
+            "--workspace", str(ws), "--", "/bin/sh", "-c", "echo ready; exec sleep 30"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = phase.kiwi.raw(["list", "--json"])
+        assert r.returncode == 0, explain(r)
+        mine = [e for e in json.loads(r.stdout) if e["supervisor_pid"] == p.pid]
+        assert len(mine) == 1, r.stdout
+        assert mine[0]["phase"] == "verify" and mine[0]["network"] == "audit", mine
+    finally:
+        p.kill()
+        p.communicate()
