@@ -271,3 +271,16 @@ def test_list_shows_the_phase(phase):
     finally:
         p.kill()
         p.communicate()
+
+
+def test_flags_override_the_policy(phase):
+    ws = phase.workspace()
+    policy = phase.kiwi._fresh("policy") / "p.json"
+    policy.write_text(json.dumps({"version": 1, "install": {"network": "none", "limits": {"timeout": "1s"},
+                                                            "env": {"STAGE": "from-policy"}}}))
+    phase.kiwi.chown(policy.parent)
+    cmd = ["/bin/sh", "-c", "sleep 2; echo $STAGE"]
+    r = phase("install", ws, ("--policy", policy), cmd)
+    assert r.verdict["reason"] == "install_timed_out", explain(r)   # the policy's timeout applies
+    r = phase("install", ws, ("--policy", policy, "--timeout", "60s", "--env", "STAGE=from-flag"), cmd)
+    assert r.returncode == 0 and r.stdout == "from-flag\n", explain(r)
