@@ -167,9 +167,15 @@ static int note_unused(struct plan_ctx *ctx, const struct plan_ecosystem *e, con
 		bool has_manifest = true;
 		if (r->manifest && plan_present(ctx, r->manifest, &has_manifest, NULL) < 0)
 			return -1;
+		/* because NULL: a present lock none of whose variants applies;
+		 * the variant says why. */
+		ctx->variant_why[0] = '\0';
+		if (!because && r->variant && r->variant(ctx) < 0)
+			return -1;
+		const char *why = because ? because : ctx->variant_why[0] ? ctx->variant_why : "its rule does not apply";
 		int rc = !has_manifest ? plan_note(ctx, r->lock, "lockfile of %s, not used: there is no %s", r->tool, r->manifest)
-			 : chosen ? plan_note(ctx, r->lock, "lockfile of %s, not used: %s wins (%s)", r->tool, chosen->lock, because)
-				  : plan_note(ctx, r->lock, "lockfile of %s, not used: %s", r->tool, because);
+			 : chosen ? plan_note(ctx, r->lock, "lockfile of %s, not used: %s wins (%s)", r->tool, chosen->lock, why)
+				  : plan_note(ctx, r->lock, "lockfile of %s, not used: %s", r->tool, why);
 		if (rc < 0)
 			return -1;
 	}
@@ -258,10 +264,10 @@ static int plan_ecosystem(struct plan_ctx *ctx, const struct plan_ecosystem *e)
 	if (!declares && (!r || !strcmp(r->lock, PLAN_REQUIREMENTS)))
 		return note_unused(ctx, e, NULL, "nothing is declared to install");
 	if (!r) {
-		if (note_unused(ctx, e, NULL, "the rest of what its rule needs is missing (kiwi-run-plan(1))") < 0)
+		if (note_unused(ctx, e, NULL, NULL) < 0)
 			return -1;
-		return refuse(ctx, "%s declares dependencies but no lockfile pins them: kiwi-run installs only what a "
-			      "lockfile pins; commit the lockfile or give the install command after --", manifest);
+		return refuse(ctx, "%s declares dependencies but there is no %s: kiwi-run installs only what a "
+			      "lockfile pins; commit it or give the install command after --", manifest, e->expects);
 	}
 	if (plan_note(ctx, r->lock, "%s%s%s; chosen: %s", r->why, ctx->variant_why[0] ? "; " : "", ctx->variant_why,
 		 because) < 0)

@@ -118,6 +118,7 @@ struct plan_ecosystem {
 	const struct plan_rule *rules;
 	size_t n_rules;
 	const char *order_why;   /* why the first present lock wins */
+	const char *expects;     /* what pins it, for a refusal: "go.sum" */
 };
 
 extern const struct plan_ecosystem plan_ecosystems[];

@@ -188,9 +188,9 @@ static int rust_declares(struct plan_ctx *ctx, const char *manifest, bool *yes)
 /* Maven and Gradle builds download their plugins even with no dependency. */
 static int always_declares(struct plan_ctx *ctx, const char *manifest, bool *yes)
 {
-	(void)ctx;
 	(void)manifest;
 	*yes = true;
+	snprintf(ctx->declared_by, sizeof(ctx->declared_by), " (taken as read: the build downloads its plugins)");
 	return 0;
 }
 
@@ -284,18 +284,22 @@ static const struct plan_rule gradle_rules[] = {
 const struct plan_ecosystem plan_ecosystems[] = {
 	{ "node", ARGV("package.json", "pnpm-workspace.yaml"), node_declares, false, node_prefer, RULES(node_rules),
 	  "no packageManager field, so the first of bun, pnpm, yarn, npm: each imports the lockfiles after it when a "
-	  "project moves to it (bun install, pnpm import, yarn import), so the earlier one is the newer" },
+	  "project moves to it (bun install, pnpm import, yarn import), so the earlier one is the newer",
+	  "lockfile of bun, pnpm, yarn or npm" },
 	{ "python", ARGV("pyproject.toml", "Pipfile", PLAN_REQUIREMENTS, "setup.py", "setup.cfg"), python_declares, true,
 	  python_prefer, RULES(python_rules),
 	  "one Python environment, one tool: uv.lock, then poetry.lock, then Pipfile.lock, then requirements*.txt, "
-	  "which those tools can export" },
+	  "which those tools can export",
+	  "uv.lock, poetry.lock, Pipfile.lock or requirements*.txt" },
 	{ "ruby", ARGV("Gemfile", "gems.rb"), ruby_declares, true, NULL, RULES(ruby_rules),
-	  "Gemfile.lock before gems.locked, as bundler looks for Gemfile before gems.rb" },
-	{ "php", ARGV("composer.json"), php_declares, false, NULL, RULES(php_rules), "the only lockfile" },
-	{ "go", ARGV("go.mod"), go_declares, true, NULL, RULES(go_rules), "the only lockfile" },
-	{ "rust", ARGV("Cargo.toml"), rust_declares, true, NULL, RULES(rust_rules), "the only lockfile" },
-	{ "maven", ARGV("pom.xml"), always_declares, true, NULL, RULES(maven_rules), "the Maven wrapper wins over a system mvn" },
+	  "Gemfile.lock before gems.locked, as bundler looks for Gemfile before gems.rb", "Gemfile.lock or gems.locked" },
+	{ "php", ARGV("composer.json"), php_declares, false, NULL, RULES(php_rules), "the only lockfile", "composer.lock" },
+	{ "go", ARGV("go.mod"), go_declares, true, NULL, RULES(go_rules), "the only lockfile", "go.sum" },
+	{ "rust", ARGV("Cargo.toml"), rust_declares, true, NULL, RULES(rust_rules), "the only lockfile", "Cargo.lock" },
+	{ "maven", ARGV("pom.xml"), always_declares, true, NULL, RULES(maven_rules), "the Maven wrapper wins over a system mvn",
+	  "pom.xml" },
 	{ "gradle", ARGV("settings.gradle.kts", "settings.gradle", "build.gradle.kts", "build.gradle"), always_declares,
-	  true, NULL, RULES(gradle_rules), "the only way Gradle's version is pinned" },
+	  true, NULL, RULES(gradle_rules), "the only way Gradle's version is pinned",
+	  "Gradle wrapper (gradlew with gradle/wrapper/gradle-wrapper.properties) to pin the Gradle version" },
 };
 const size_t plan_n_ecosystems = KIWI_ARRAY_SIZE(plan_ecosystems);

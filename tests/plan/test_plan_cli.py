@@ -62,7 +62,7 @@ def test_unlocked_dependencies_are_refused_with_the_evidence(tmp_path):
     r = plan("--workspace", str(tmp_path))
     assert r.returncode == 125
     j = json.loads(r.stdout)
-    assert "no lockfile pins them" in j["refused"]
+    assert "there is no lockfile of bun, pnpm, yarn or npm" in j["refused"]
     assert j["command"] is None
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("kiwi-run: plan: package.json declares")
 

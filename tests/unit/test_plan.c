@@ -117,7 +117,7 @@ static const struct pcase cases[] = {
 	  { { "package.json", "{}" }, { "pnpm-workspace.yaml", "packages:\n  - 'pkg/*'\n" }, { "pnpm-lock.yaml", "" } },
 	  "pnpm install --frozen-lockfile" },
 	{ "dependencies without lockfile are refused", { { "package.json", PKG_DEPS } }, NULL,
-	  .refused = "package.json declares dependencies but no lockfile pins them" },
+	  .refused = "package.json declares dependencies but there is no lockfile of bun, pnpm, yarn or npm" },
 
 	/* ---- malformed package.json ---- */
 	{ "malformed package.json", { { "package.json", "{\"dependencies\": {" }, { "package-lock.json", "{}" } }, NULL,
@@ -218,7 +218,7 @@ static const struct pcase cases[] = {
 	  "sh ./gradlew --no-daemon dependencies", .evidence = "so sh runs it" },
 	{ "gradle without wrapper", { { "build.gradle", "" } }, NULL, .refused = "build.gradle declares" },
 	{ "gradlew without its properties", { { "build.gradle", "" }, { "gradlew", "#!/bin/sh\n", F_EXEC } }, NULL,
-	  .refused = "build.gradle", .evidence = "gradlew" },
+	  .refused = "there is no Gradle wrapper", .evidence = "gradle-wrapper.properties is missing" },
 
 	/* ---- several ecosystems: one step each, in table order ---- */
 	{ "node and go",
