@@ -61,8 +61,8 @@ static int need_net_admin(kiwi_err *err)
 	if (v != CAP_SET)
 		return kiwi_error(err, EPERM, "egress",
 				  "--network egress creates a veth and a firewall on the host, which needs root "
-				  "(CAP_NET_ADMIN): run kiwi-run as root, or through the setuid helper kiwi-helper "
-				  "once it exists (issue 8)");
+				  "(CAP_NET_ADMIN): run kiwi-run as root, or as a user through the setuid helper "
+				  "kiwi-helper(8)");
 	return 0;
 }
 
@@ -380,15 +380,9 @@ static int sandbox_end(struct kiwi_egress *e, struct mnl_socket *nl, int *index,
 	return kiwi_rtnl_configure(nl, *index, e->block + 2, 30, e->block + 1, err);
 }
 
-int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err)
+/* The pair, its peer made directly in the sandbox's netns ns. */
+static int make_veth(struct kiwi_egress *e, struct mnl_socket *nl, int ns, kiwi_err *err)
 {
-	_cleanup_close_ int ns = child_netns(child, child_pidfd, err);
-	if (ns < 0)
-		return -1;
-	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
-	_cleanup_rtnl_ struct mnl_socket *sb = nl ? rtnl_in(ns, err) : NULL;
-	if (!sb)
-		return -1;
 	int index = kiwi_rtnl_veth_create(nl, e->host_if, PEER_NAME, ns, err);
 	if (index < 0 && err->errnum == EEXIST) {
 		/* a dead run's, whose block we now hold */
@@ -400,17 +394,67 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 		return -1;
 	e->veth_made = true;
 	e->host_ifindex = index;
-	int sb_index;
-	if (sandbox_end(e, sb, &sb_index, err) < 0)
-		return -1;
-	/* The filter exists before the host end comes up. */
+	return index;
+}
+
+/* The host's half, once the veth exists: the filter before the host end
+ * comes up. */
+static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
+{
 	if (kiwi_egress_build_table(e, err) < 0)
 		return -1;
 	e->table_made = true;
-	if (enable_forwarding(err) < 0 || kiwi_rtnl_configure(nl, index, e->block + 1, 30, 0, err) < 0)
+	return enable_forwarding(err) < 0 ||
+	       kiwi_rtnl_configure(nl, e->host_ifindex, e->block + 1, 30, 0, err) < 0 ? -1 : 0;
+}
+
+int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err)
+{
+	_cleanup_close_ int ns = child_netns(child, child_pidfd, err);
+	if (ns < 0)
+		return -1;
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	_cleanup_rtnl_ struct mnl_socket *sb = nl ? rtnl_in(ns, err) : NULL;
+	if (!sb)
+		return -1;
+	int index = make_veth(e, nl, ns, err);
+	if (index < 0)
+		return -1;
+	int sb_index;
+	if (sandbox_end(e, sb, &sb_index, err) < 0 || host_end(e, nl, err) < 0)
 		return -1;
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
 	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : 0;
+}
+
+int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err)
+{
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	if (!nl)
+		return -1;
+	return make_veth(e, nl, netns_fd, err) < 0 || host_end(e, nl, err) < 0 ? -1 : 0;
+}
+
+int kiwi_egress_host_ifindex(const struct kiwi_egress *e)
+{
+	return e->host_ifindex;
+}
+
+int kiwi_egress_wait_host(int host_ifindex, kiwi_err *err)
+{
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	return nl ? kiwi_rtnl_wait_ready(nl, host_ifindex, LINK_READY_MS, err) : -1;
+}
+
+int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *err)
+{
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	if (!nl)
+		return -1;
+	int index = kiwi_rtnl_link_index(nl, child->ifname, err);
+	if (index < 0 || kiwi_rtnl_configure(nl, index, child->addr, child->prefix, child->gateway, err) < 0)
+		return -1;
+	return kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err);
 }
 
 int kiwi_egress_audit_fd(const struct kiwi_egress *e)

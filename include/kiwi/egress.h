@@ -109,6 +109,17 @@ int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress *
  * the host end up, and both ends ready to carry packets. child_pidfd may
  * be -1. Briefly enters the child's netns to open a socket there. */
 int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err);
+/* The same in three parts, for kiwi-helper(8), which never enters a
+ * caller's namespace: the host's half, made by the helper (veth with its
+ * peer created in netns_fd, table, host end up); the sandbox's half, run
+ * by the caller inside the sandbox's network namespace (its end
+ * configured from child, up and ready); then the caller waits, from the
+ * host's namespace and with no privilege, until the host end is ready
+ * too (it cannot be before the sandbox's end is up). */
+int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err);
+int kiwi_egress_host_ifindex(const struct kiwi_egress *e);
+int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *err);
+int kiwi_egress_wait_host(int host_ifindex, kiwi_err *err);
 
 /* The audit: a non-blocking fd to poll; read drains it (never blocks). */
 int kiwi_egress_audit_fd(const struct kiwi_egress *e);
