@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper, the setuid-root helper (kiwi-helper(8)): its wire protocol,
+ * its admin config (kiwi-helper.json(5)), and the client side kiwi-run
+ * uses when it is not root.
+ *
+ * One helper process serves one sandbox. The client makes a
+ * SOCK_SEQPACKET socketpair, starts the helper with one end on fd 3, and
+ * sends requests, one JSON object per message, with file descriptors
+ * (SCM_RIGHTS) where a request names a sandbox. Each request gets one
+ * JSON answer. The helper holds what it made until the socket closes or
+ * the sandbox's process ends, then removes it and exits. */
+#ifndef KIWI_HELPER_H
+#define KIWI_HELPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kiwi/egress.h"
+#include "kiwi/err.h"
+
+#define KIWI_HELPER_FD 3               /* the helper's end of the socket */
+#define KIWI_HELPER_MSG_MAX 16384      /* one request or answer */
+#define KIWI_HELPER_MAX_FDS 4          /* more in one message: refused */
+#define KIWI_HELPER_MAX_EXTENTS 5      /* per id map, as newuidmap's users need */
+#define KIWI_HELPER_MAX_RANGES 16      /* allotted id ranges per rule */
+#define KIWI_HELPER_CONFIG_MAX (256 * 1024)
+
+/* ---- the protocol ---- */
+
+enum kiwi_helper_op {
+	/* uid_map and gid_map of the sandbox named by the pidfd sent along. */
+	KIWI_HELPER_OP_IDMAP = 1 << 0,
+	/* Before clone: the veth's addresses and the name files (no fd). */
+	KIWI_HELPER_OP_EGRESS_PREPARE = 1 << 1,
+	/* After clone: the veth into the sandbox (pidfd sent along) and the
+	 * host-side nftables table. */
+	KIWI_HELPER_OP_EGRESS_ATTACH = 1 << 2,
+};
+
+struct kiwi_id_extent {
+	uint32_t inside, outside, count;
+};
+
+struct kiwi_helper_request {
+	enum kiwi_helper_op op;
+	struct kiwi_id_extent uid_map[KIWI_HELPER_MAX_EXTENTS];
+	size_t n_uid_map;
+	struct kiwi_id_extent gid_map[KIWI_HELPER_MAX_EXTENTS];
+	size_t n_gid_map;
+	struct kiwi_egress_config egress;      /* EGRESS_PREPARE */
+};
+
+/* Parses one request message. Unknown keys, a key that does not belong to
+ * the op, a map that overflows or more than KIWI_HELPER_MAX_EXTENTS
+ * extents, and the egress keys a caller may not set (egress-audit,
+ * egress-pool) are refused, naming the key. Pure code: fuzzed. */
+int kiwi_helper_request_parse(const char *text, size_t len, struct kiwi_helper_request *req,
+			      kiwi_err *err);
+const char *kiwi_helper_op_name(enum kiwi_helper_op op);
+
+/* ---- the admin config ---- */
+
+struct kiwi_id_range {
+	uint32_t start, count;
+};
+
+/* Who the caller is, as far as the config is concerned. */
+struct kiwi_helper_caller {
+	uid_t uid;
+	gid_t gid;
+	const char *name;              /* from the password database; may be NULL */
+	const gid_t *groups;           /* supplementary groups */
+	size_t n_groups;
+};
+
+/* The rule that applies to the caller: the first whose user or group
+ * matches. */
+struct kiwi_helper_rule {
+	unsigned ops;                  /* KIWI_HELPER_OP_* bits allowed */
+	bool subids;                   /* the caller's /etc/subuid and /etc/subgid ranges count */
+	struct kiwi_id_range uids[KIWI_HELPER_MAX_RANGES];
+	size_t n_uids;
+	struct kiwi_id_range gids[KIWI_HELPER_MAX_RANGES];
+	size_t n_gids;
+	unsigned max_sandboxes;        /* helpers this user may run at once */
+	unsigned max_veths;            /* of them, holding a veth */
+	unsigned egress_kinds;         /* 1 << enum kiwi_egress_kind */
+};
+
+/* Parses the whole config (every rule checked, unknown keys refused) and
+ * fills *rule with the caller's. Returns 1 when a rule matched, 0 when
+ * none did, -1 on a malformed config. Group names are looked up with
+ * lookup_group (NULL: names never match). Pure code: fuzzed. */
+int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,
+			     int (*lookup_group)(const char *name, gid_t *gid),
+			     struct kiwi_helper_rule *rule, kiwi_err *err);
+
+/* Appends to ranges the lines of an /etc/subuid-style text ("owner:start:count",
+ * owner a name or a uid) that belong to the caller. Malformed lines are
+ * skipped, as shadow's tools skip them. */
+void kiwi_subid_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,
+		      struct kiwi_id_range *ranges, size_t max, size_t *n);
+
+/* True when [outside, outside+count) lies inside one of the ranges (or is
+ * the caller's own id alone) and does not hold id 0. */
+bool kiwi_id_extent_allowed(const struct kiwi_id_extent *e, uint32_t own_id,
+			    const struct kiwi_id_range *ranges, size_t n);
+
+#endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper's admin config (kiwi-helper.json(5)) and /etc/subuid-style
+ * files: which rule applies to the caller, and which ids it may map.
+ * Pure code, fuzzed by fuzz_helper_request (config mode). */
+#include "kiwi/helper.h"
+#include "kiwi/json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MAX_SANDBOXES 4
+
+static int parse_ops(const kiwi_json *v, unsigned *ops, kiwi_err *err)
+{
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY)
+		return kiwi_error(err, EINVAL, "config", "\"operations\" is not an array");
+	*ops = 0;
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		if (s && !strcmp(s, "idmap"))
+			*ops |= KIWI_HELPER_OP_IDMAP;
+		else if (s && !strcmp(s, "egress"))
+			*ops |= KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH;
+		else
+			return kiwi_error(err, EINVAL, "config", "\"operations\" item %zu is not idmap or egress", i);
+	}
+	return 0;
+}
+
+static int parse_kinds(const kiwi_json *v, unsigned *kinds, kiwi_err *err)
+{
+	static const char *const names[] = { "public_internet", "private_network", "host_allowlist" };
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY)
+		return kiwi_error(err, EINVAL, "config", "\"egress\" is not an array");
+	*kinds = 0;
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		size_t k = 0;
+		while (k < 3 && (!s || strcmp(s, names[k])))
+			k++;
+		if (k == 3)
+			return kiwi_error(err, EINVAL, "config", "\"egress\" item %zu is not an egress mode", i);
+		*kinds |= 1u << k;
+	}
+	return 0;
+}
+
+/* [[start, count], ...] */
+static int parse_ranges(const kiwi_json *v, const char *key, struct kiwi_id_range *out, size_t *n,
+			kiwi_err *err)
+{
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY || kiwi_json_len(v) > KIWI_HELPER_MAX_RANGES)
+		return kiwi_error(err, EINVAL, "config", "\"%s\" is not an array of at most %d ranges", key,
+				  KIWI_HELPER_MAX_RANGES);
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const kiwi_json *x = kiwi_json_at(v, i);
+		long long start, count;
+		if (kiwi_json_type_of(x) != KIWI_JSON_ARRAY || kiwi_json_len(x) != 2 ||
+		    !kiwi_json_int(kiwi_json_at(x, 0), &start) || !kiwi_json_int(kiwi_json_at(x, 1), &count) ||
+		    start < 1 || count < 1 || start + count > UINT32_MAX)
+			return kiwi_error(err, EINVAL, "config",
+					  "\"%s\" range %zu is not [start, count] with 0 < start, start+count < 2^32",
+					  key, i);
+		out[i] = (struct kiwi_id_range){ (uint32_t)start, (uint32_t)count };
+	}
+	*n = kiwi_json_len(v);
+	return 0;
+}
+
+static int parse_count(const kiwi_json *v, const char *key, unsigned *out, kiwi_err *err)
+{
+	long long n;
+	if (!kiwi_json_int(v, &n) || n < 0 || n > 65536)
+		return kiwi_error(err, EINVAL, "config", "\"%s\" is not a count from 0 to 65536", key);
+	*out = (unsigned)n;
+	return 0;
+}
+
+/* "user" or "group": a name or a number. */
+static int parse_who(const kiwi_json *v, const char *key, kiwi_err *err)
+{
+	long long n;
+	if (kiwi_json_string(v) || (kiwi_json_int(v, &n) && n >= 0 && n < UINT32_MAX))
+		return 0;
+	return kiwi_error(err, EINVAL, "config", "\"%s\" is not a name or an id", key);
+}
+
+static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiwi_json *v, kiwi_err *err)
+{
+	if (!strcmp(key, "user") || !strcmp(key, "group"))
+		return parse_who(v, key, err);
+	if (!strcmp(key, "operations"))
+		return parse_ops(v, &r->ops, err);
+	if (!strcmp(key, "subids"))
+		return kiwi_json_bool(v, &r->subids) ? 0 : kiwi_error(err, EINVAL, "config", "\"subids\" is not a boolean");
+	if (!strcmp(key, "uids"))
+		return parse_ranges(v, key, r->uids, &r->n_uids, err);
+	if (!strcmp(key, "gids"))
+		return parse_ranges(v, key, r->gids, &r->n_gids, err);
+	if (!strcmp(key, "max_sandboxes"))
+		return parse_count(v, key, &r->max_sandboxes, err);
+	if (!strcmp(key, "max_veths"))
+		return parse_count(v, key, &r->max_veths, err);
+	if (!strcmp(key, "egress"))
+		return parse_kinds(v, &r->egress_kinds, err);
+	return kiwi_error(err, EINVAL, "config", "unknown key \"%.64s\"", key);
+}
+
+static bool matches(const kiwi_json *v, uint32_t id, const char *name)
+{
+	long long n;
+	if (kiwi_json_int(v, &n))
+		return n == (long long)id;
+	const char *s = kiwi_json_string(v);
+	return s && name && !strcmp(s, name);
+}
+
+static bool rule_matches(const kiwi_json *j, const struct kiwi_helper_caller *who,
+			 int (*lookup_group)(const char *, gid_t *))
+{
+	const kiwi_json *u = kiwi_json_get(j, "user"), *g = kiwi_json_get(j, "group");
+	if (u)
+		return matches(u, who->uid, who->name);
+	long long n;
+	gid_t gid;
+	if (kiwi_json_int(g, &n))
+		gid = (gid_t)n;
+	else if (!lookup_group || lookup_group(kiwi_json_string(g), &gid) < 0)
+		return false;
+	if (gid == who->gid)
+		return true;
+	for (size_t i = 0; i < who->n_groups; i++)
+		if (who->groups[i] == gid)
+			return true;
+	return false;
+}
+
+static int parse_rule(const kiwi_json *j, size_t index, struct kiwi_helper_rule *r, kiwi_err *err)
+{
+	*r = (struct kiwi_helper_rule){ .max_sandboxes = DEFAULT_MAX_SANDBOXES };
+	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
+		return kiwi_error(err, EINVAL, "config", "rule %zu is not an object", index);
+	if (!kiwi_json_get(j, "user") == !kiwi_json_get(j, "group"))
+		return kiwi_error(err, EINVAL, "config", "rule %zu needs exactly one of \"user\" and \"group\"", index);
+	for (size_t i = 0; i < kiwi_json_len(j); i++)
+		if (parse_rule_key(r, kiwi_json_key_at(j, i), kiwi_json_at(j, i), err) < 0)
+			return kiwi_error_wrap(err, "rule %zu", index);
+	r->max_veths = kiwi_json_get(j, "max_veths") ? r->max_veths : r->max_sandboxes;
+	return 0;
+}
+
+int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,
+			     int (*lookup_group)(const char *name, gid_t *gid),
+			     struct kiwi_helper_rule *rule, kiwi_err *err)
+{
+	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, err);
+	if (!j)
+		return kiwi_error_wrap(err, "config");
+	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
+		return kiwi_error(err, EINVAL, "config", "not a JSON object");
+	for (size_t i = 0; i < kiwi_json_len(j); i++)
+		if (strcmp(kiwi_json_key_at(j, i), "rules"))
+			return kiwi_error(err, EINVAL, "config", "unknown key \"%.64s\"", kiwi_json_key_at(j, i));
+	const kiwi_json *rules = kiwi_json_get(j, "rules");
+	if (kiwi_json_type_of(rules) != KIWI_JSON_ARRAY)
+		return kiwi_error(err, EINVAL, "config", "\"rules\" is missing or not an array");
+	int found = 0;
+	for (size_t i = 0; i < kiwi_json_len(rules); i++) {
+		struct kiwi_helper_rule r;
+		if (parse_rule(kiwi_json_at(rules, i), i, &r, err) < 0)
+			return -1;
+		if (!found && rule_matches(kiwi_json_at(rules, i), who, lookup_group)) {
+			*rule = r;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+static bool parse_u32(const char *s, size_t len, uint32_t *out)
+{
+	uint64_t v = 0;
+	if (len == 0 || len > 10)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* One "owner:start:count" line of len bytes (no newline). */
+static bool subid_line(const char *s, size_t len, const struct kiwi_helper_caller *who, struct kiwi_id_range *r)
+{
+	const char *c1 = memchr(s, ':', len);
+	if (!c1)
+		return false;
+	const char *c2 = memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - s));
+	if (!c2)
+		return false;
+	size_t owner_len = (size_t)(c1 - s);
+	uint32_t owner_id;
+	bool mine = (who->name && strlen(who->name) == owner_len && !memcmp(s, who->name, owner_len)) ||
+		    (parse_u32(s, owner_len, &owner_id) && owner_id == who->uid);
+	if (!mine || !parse_u32(c1 + 1, (size_t)(c2 - c1 - 1), &r->start) ||
+	    !parse_u32(c2 + 1, len - (size_t)(c2 + 1 - s), &r->count))
+		return false;
+	return r->start > 0 && r->count > 0 && (uint64_t)r->start + r->count <= UINT32_MAX;
+}
+
+void kiwi_subid_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,
+		      struct kiwi_id_range *ranges, size_t max, size_t *n)
+{
+	size_t at = 0;
+	while (at < len && *n < max) {
+		const char *nl = memchr(text + at, '\n', len - at);
+		size_t line = nl ? (size_t)(nl - (text + at)) : len - at;
+		if (subid_line(text + at, line, who, &ranges[*n]))
+			(*n)++;
+		at += line + 1;
+	}
+}
+
+bool kiwi_id_extent_allowed(const struct kiwi_id_extent *e, uint32_t own_id,
+			    const struct kiwi_id_range *ranges, size_t n)
+{
+	uint64_t lo = e->outside, hi = (uint64_t)e->outside + e->count;
+	if (e->count == 0 || lo == 0)
+		return false;
+	if (lo == own_id && e->count == 1)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (lo >= ranges[i].start && hi <= (uint64_t)ranges[i].start + ranges[i].count)
+			return true;
+	return false;
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The egress operations: the egress module (src/egress.c) does the work,
+ * exactly as for a root kiwi-run; here are only the checks a caller's
+ * request must pass first: the mode allowed by the rule, a policy that
+ * opens no address of this host, the veth quota. Then the veth's peer
+ * goes into the network namespace of the caller's checked sandbox. */
+#include "serve.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/rtnl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+
+#define STEP "egress"
+#define MAX_HOST_ADDRS 1024
+
+static const char *ip4(uint32_t a, char buf[INET_ADDRSTRLEN])
+{
+	struct in_addr in = { htonl(a) };
+	return inet_ntop(AF_INET, &in, buf, INET_ADDRSTRLEN);
+}
+
+/* An --allow-cidr that holds an address of this host would open the
+ * host's own services to the sandbox (the table refuses them anyway:
+ * this says so plainly instead). */
+static int check_host_addresses(const struct kiwi_egress_config *c, kiwi_err *err)
+{
+	static uint32_t addrs[MAX_HOST_ADDRS];
+	size_t n = 0;
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	if (!nl || kiwi_rtnl_addrs4(nl, addrs, MAX_HOST_ADDRS, &n, err) < 0)
+		return -1;
+	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
+	for (size_t i = 0; i < c->n_allow_cidrs; i++) {
+		const struct kiwi_cidr4 *r = &c->allow_cidrs[i];
+		uint32_t mask = r->prefix ? ~0u << (32 - r->prefix) : 0;
+		for (size_t k = 0; k < n; k++)
+			if ((addrs[k] & mask) == r->addr)
+				return kiwi_error(err, EPERM, "policy",
+						  "allow-cidr %s/%u holds %s, an address of this host: refused",
+						  ip4(r->addr, a), r->prefix, ip4(addrs[k], b));
+	}
+	return 0;
+}
+
+int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_config *c,
+			  struct kiwi_egress_child *child, kiwi_err *err)
+{
+	static const char *const kinds[] = { "public_internet", "private_network", "host_allowlist" };
+	if (s->egress)
+		return kiwi_error(err, EEXIST, STEP, "this helper already prepared a network");
+	if (!(s->rule.egress_kinds & (1u << c->kind)))
+		return kiwi_error(err, EPERM, "policy", "egress mode %s is not allowed for you by the helper config",
+				  kinds[c->kind]);
+	if (check_host_addresses(c, err) < 0)
+		return -1;
+	/* root's directories: the quota's and the egress module's
+	 * (/run/kiwi), and the pool's locks there */
+	if (helper_root_begin(err) < 0)
+		return -1;
+	s->veth_slot = helper_quota_take("veths", s->uid, s->rule.max_veths, err);
+	int r = s->veth_slot < 0 ? -1 : kiwi_egress_prepare(c, &s->egress, child, err);
+	helper_root_end();
+	return r;
+}
+
+int helper_egress_attach(struct helper_session *s, kiwi_err *err)
+{
+	if (!s->egress)
+		return kiwi_error(err, EINVAL, STEP, "egress-attach before egress-prepare");
+	if (s->attached)
+		return kiwi_error(err, EEXIST, STEP, "the sandbox already has its veth");
+	_cleanup_close_ int ns = helper_sandbox_netns(&s->sb, err);
+	if (ns < 0)
+		return -1;
+	/* root for net.ipv4.ip_forward, which only root may write */
+	if (helper_root_begin(err) < 0)
+		return -1;
+	int r = kiwi_egress_setup_host(s->egress, ns, err);
+	helper_root_end();
+	s->attached = r == 0;
+	return r;
+}
+
+void helper_egress_teardown(struct helper_session *s)
+{
+	if (!s->egress)
+		return;
+	if (helper_root_begin(NULL) < 0)
+		return;
+	kiwi_egress_teardown(TAKE_PTR(s->egress), NULL);
+	helper_root_end();
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper's modules: privileges (privs.c), the caller's sandbox
+ * (sandbox.c), the operations (idmap.c, egress.c) and quotas (quota.c). */
+#ifndef KIWI_HELPER_INT_H
+#define KIWI_HELPER_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kiwi/err.h"
+#include "kiwi/helper.h"
+
+/* ---- privs.c ---- */
+
+/* Capability bits (1ull << CAP_*) each operation needs. */
+uint64_t helper_caps_for(unsigned ops);
+/* The one switch from root to the caller, after the config is read:
+ * securebits so uid changes no longer touch capabilities, the bounding
+ * set cut to caps, then ruid = suid = 0 (so the caller cannot signal or
+ * ptrace us, and can never make us leak by killing us) with euid = fsuid
+ * the caller (every file opened as the caller, and the owner of the
+ * caller's namespaces), caps the only capabilities left, no_new_privs,
+ * not dumpable. */
+int helper_drop_to_caller(uid_t uid, gid_t gid, uint64_t caps, kiwi_err *err);
+/* Lowers the permitted set to caps (which can never grow again). */
+int helper_caps_limit(uint64_t caps, kiwi_err *err);
+/* euid 0 around the few steps that work in root's directories
+ * (/run/kiwi): ruid and suid are 0 already, so no capability is needed
+ * and none is gained. */
+int helper_root_begin(kiwi_err *err);
+void helper_root_end(void);
+
+/* ---- sandbox.c: the caller's sandbox, from a pidfd ---- */
+
+struct helper_sandbox {
+	int pidfd;
+	pid_t pid;
+	int procfd;        /* /proc/<pid>, known to be that process */
+	dev_t userns_dev;
+	ino_t userns_ino;
+};
+
+#define HELPER_SANDBOX_INIT { .pidfd = -1, .procfd = -1 }
+
+/* Checks that pidfd names a live process of the caller in a user
+ * namespace the caller owns, a direct child of ours, and opens /proc/<pid>
+ * race-free (the pidfd proves the pid was not reused). Takes pidfd. */
+int helper_sandbox_open(int pidfd, uid_t caller, struct helper_sandbox *sb, kiwi_err *err);
+/* The same process as sb (pid and user namespace)? */
+bool helper_sandbox_same(const struct helper_sandbox *a, const struct helper_sandbox *b);
+/* Its network namespace, checked to be owned by its user namespace. */
+int helper_sandbox_netns(const struct helper_sandbox *sb, kiwi_err *err);
+void helper_sandbox_close(struct helper_sandbox *sb);
+
+/* ---- idmap.c ---- */
+
+struct helper_idmap_allowed {
+	uid_t uid;
+	gid_t gid;
+	struct kiwi_id_range uids[2 * KIWI_HELPER_MAX_RANGES];
+	size_t n_uids;
+	struct kiwi_id_range gids[2 * KIWI_HELPER_MAX_RANGES];
+	size_t n_gids;
+};
+
+int helper_idmap(const struct helper_sandbox *sb, const struct kiwi_helper_request *req,
+		 const struct helper_idmap_allowed *allowed, kiwi_err *err);
+
+/* ---- quota.c ---- */
+
+/* Takes one of max slots named kind for uid (a flock'd file under
+ * /run/kiwi/helper, released when the process ends). Returns the lock fd. */
+int helper_quota_take(const char *kind, uid_t uid, unsigned max, kiwi_err *err);
+
+#endif

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper's request parser: outside input from an unprivileged caller,
+ * read by a setuid-root process. Pure code over kiwi/json.h, fuzzed by
+ * fuzz_helper_request. Everything not understood is refused by name. */
+#include "kiwi/helper.h"
+#include "kiwi/json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	enum kiwi_helper_op op;
+} ops[] = {
+	{ "idmap", KIWI_HELPER_OP_IDMAP },
+	{ "egress-prepare", KIWI_HELPER_OP_EGRESS_PREPARE },
+	{ "egress-attach", KIWI_HELPER_OP_EGRESS_ATTACH },
+};
+
+const char *kiwi_helper_op_name(enum kiwi_helper_op op)
+{
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (ops[i].op == op)
+			return ops[i].name;
+	return "?";
+}
+
+static int parse_op(const kiwi_json *v, enum kiwi_helper_op *op, kiwi_err *err)
+{
+	const char *s = kiwi_json_string(v);
+	if (!s)
+		return kiwi_error(err, EINVAL, "request", "\"op\" is missing or not a string");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (!strcmp(s, ops[i].name)) {
+			*op = ops[i].op;
+			return 0;
+		}
+	return kiwi_error(err, EINVAL, "request", "unknown op `%.64s`", s);
+}
+
+static bool u32_of(const kiwi_json *v, uint32_t *out)
+{
+	long long n;
+	if (!kiwi_json_int(v, &n) || n < 0 || n > UINT32_MAX)
+		return false;
+	*out = (uint32_t)n;
+	return true;
+}
+
+/* [[inside, outside, count], ...]: the kernel's own order. */
+static int parse_map(const kiwi_json *v, const char *key, struct kiwi_id_extent *out, size_t *n,
+		     kiwi_err *err)
+{
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY || kiwi_json_len(v) == 0)
+		return kiwi_error(err, EINVAL, "request", "\"%s\" is not a non-empty array", key);
+	if (kiwi_json_len(v) > KIWI_HELPER_MAX_EXTENTS)
+		return kiwi_error(err, E2BIG, "request", "\"%s\" has more than %d extents", key,
+				  KIWI_HELPER_MAX_EXTENTS);
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const kiwi_json *x = kiwi_json_at(v, i);
+		struct kiwi_id_extent e;
+		if (kiwi_json_type_of(x) != KIWI_JSON_ARRAY || kiwi_json_len(x) != 3 ||
+		    !u32_of(kiwi_json_at(x, 0), &e.inside) || !u32_of(kiwi_json_at(x, 1), &e.outside) ||
+		    !u32_of(kiwi_json_at(x, 2), &e.count))
+			return kiwi_error(err, EINVAL, "request",
+					  "\"%s\" extent %zu is not [inside, outside, count] of ids", key, i);
+		/* (uid_t)-1 is no id: neither end may reach it. */
+		if (e.count == 0 || (uint64_t)e.inside + e.count > UINT32_MAX || (uint64_t)e.outside + e.count > UINT32_MAX)
+			return kiwi_error(err, EINVAL, "request", "\"%s\" extent %zu is empty or overflows", key, i);
+		out[i] = e;
+	}
+	*n = kiwi_json_len(v);
+	return 0;
+}
+
+/* One egress key, as the flag of the same name takes it; lists take each
+ * item. The audit file and the address pool are the admin's. */
+static int parse_egress_key(struct kiwi_egress_config *c, const char *key, const kiwi_json *v,
+			    kiwi_err *err)
+{
+	static const char *const allowed[] = { "egress", "allow-cidr", "allow-host", "allow-port", "dns" };
+	bool known = false;
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		known |= !strcmp(key, allowed[i]);
+	if (!known)
+		return kiwi_error(err, EPERM, "request", "egress-prepare: key \"%.64s\" is not allowed", key);
+	if (kiwi_json_type_of(v) == KIWI_JSON_STRING)
+		return kiwi_egress_config_add(c, key, kiwi_json_string(v), err);
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY)
+		return kiwi_error(err, EINVAL, "request", "\"%s\" is not a string or an array of strings", key);
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		if (!s)
+			return kiwi_error(err, EINVAL, "request", "\"%s\" item %zu is not a string", key, i);
+		if (kiwi_egress_config_add(c, key, s, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int parse_key(struct kiwi_helper_request *req, const char *key, const kiwi_json *v, kiwi_err *err)
+{
+	switch (req->op) {
+	case KIWI_HELPER_OP_IDMAP:
+		if (!strcmp(key, "uid_map"))
+			return parse_map(v, key, req->uid_map, &req->n_uid_map, err);
+		if (!strcmp(key, "gid_map"))
+			return parse_map(v, key, req->gid_map, &req->n_gid_map, err);
+		break;
+	case KIWI_HELPER_OP_EGRESS_PREPARE:
+		return parse_egress_key(&req->egress, key, v, err);
+	case KIWI_HELPER_OP_EGRESS_ATTACH:
+	default:
+		break;
+	}
+	return kiwi_error(err, EINVAL, "request", "%s: unknown key \"%.64s\"", kiwi_helper_op_name(req->op), key);
+}
+
+int kiwi_helper_request_parse(const char *text, size_t len, struct kiwi_helper_request *req,
+			      kiwi_err *err)
+{
+	memset(req, 0, sizeof(*req));
+	kiwi_egress_config_init(&req->egress);
+	if (len > KIWI_HELPER_MSG_MAX)
+		return kiwi_error(err, E2BIG, "request", "larger than %d bytes", KIWI_HELPER_MSG_MAX);
+	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, err);
+	if (!j)
+		return kiwi_error_wrap(err, "request");
+	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
+		return kiwi_error(err, EINVAL, "request", "not a JSON object");
+	if (parse_op(kiwi_json_get(j, "op"), &req->op, err) < 0)
+		return -1;
+	for (size_t i = 0; i < kiwi_json_len(j); i++) {
+		const char *key = kiwi_json_key_at(j, i);
+		if (strcmp(key, "op") && parse_key(req, key, kiwi_json_at(j, i), err) < 0)
+			return -1;
+	}
+	if (req->op == KIWI_HELPER_OP_IDMAP && (!req->n_uid_map || !req->n_gid_map))
+		return kiwi_error(err, EINVAL, "request", "idmap needs both \"uid_map\" and \"gid_map\"");
+	if (req->op == KIWI_HELPER_OP_EGRESS_PREPARE && kiwi_egress_config_check(&req->egress, err) < 0)
+		return -1;
+	return 0;
+}

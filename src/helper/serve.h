@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper's session: one caller, one sandbox, served until either
+ * ends. */
+#ifndef KIWI_HELPER_SERVE_H
+#define KIWI_HELPER_SERVE_H
+
+#include "helper_int.h"
+#include "kiwi/egress.h"
+
+struct helper_session {
+	uid_t uid;
+	gid_t gid;
+	struct kiwi_helper_rule rule;
+	struct helper_idmap_allowed ids;
+	int sandbox_slot, veth_slot;       /* quota locks */
+	struct helper_sandbox sb;          /* bound by the first request naming one */
+	struct kiwi_egress *egress;        /* prepared, and set up once attached */
+	bool attached;
+};
+
+#define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT }
+
+/* Answers requests until the socket closes or the sandbox ends, then
+ * removes everything made for it. Returns the exit status. */
+int helper_serve(struct helper_session *s);
+void helper_answer_error(int sock, const kiwi_err *err);
+/* Reads and drops one request (closing any fds it carried). False when
+ * the caller went away instead. */
+bool helper_wait_request(void);
+
+/* egress.c */
+int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_config *c,
+			  struct kiwi_egress_child *child, kiwi_err *err);
+int helper_egress_attach(struct helper_session *s, kiwi_err *err);
+void helper_egress_teardown(struct helper_session *s);
+
+#endif

@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The unprivileged caller of kiwi-helper, driven by the tests.
+
+Run as a test user (setpriv). Reads one JSON command per line on stdin,
+writes one JSON answer per line on stdout. It owns the socketpair (so the
+helper sees this user as its peer), the sandboxes (children in a fresh user
+and network namespace, waiting), and the fds it sends.
+
+  python3 client.py HELPER
+"""
+import ctypes
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+PTRACE_ATTACH = 16
+PTRACE_SEIZE = 0x4206
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+
+class Caller:
+    def __init__(self, helper):
+        self.helper = helper
+        self.sock = None
+        self.proc_pid = None
+        self.sandboxes = {}   # id -> (pid, release pipe write end)
+        self.saved = {}       # name -> fd
+
+    # -- the helper --
+    def start(self, env=None, argv=None):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                null = os.open("/dev/null", os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                os.dup2(theirs.fileno(), 3, inheritable=True)
+                os.closerange(4, 1024)
+                os.execve(self.helper, [self.helper] + (argv or []), env or {})
+            finally:
+                os._exit(127)
+        theirs.close()
+        self.sock, self.proc_pid = mine, pid
+        return {"pid": pid}
+
+    def request(self, req, fds=(), raw=None):
+        fds = [self.fd_of(spec) for spec in fds]
+        data = raw.encode() if raw is not None else json.dumps(req).encode()
+        try:
+            if fds:
+                socket.send_fds(self.sock, [data], fds)
+            else:
+                self.sock.send(data)
+        except OSError as e:
+            # a helper that refused at start answered and left: read why
+            ans = self.answer()
+            return ans if "closed" not in ans else {"send_error": e.errno}
+        finally:
+            for fd in fds:
+                if fd not in self.saved.values():
+                    os.close(fd)
+        return self.answer()
+
+    def answer(self):
+        self.sock.settimeout(60)
+        try:
+            data = self.sock.recv(65536)
+        except OSError as e:
+            return {"recv_error": e.errno}
+        if not data:
+            return {"closed": True}
+        return json.loads(data)
+
+    def close(self):
+        self.sock.close()
+        _, status = os.waitpid(self.proc_pid, 0)
+        return {"status": os.waitstatus_to_exitcode(status)}
+
+    # -- sandboxes: waiting children in a user and network namespace --
+    def sandbox(self, userns=True, netns=True):
+        r, w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            # only the pipes: a copy of the helper's socket here would
+            # keep the helper from seeing its caller go
+            lo = 3
+            for keep in sorted((r, ready_w)):
+                os.closerange(lo, keep)
+                lo = keep + 1
+            os.closerange(lo, 4096)
+            flags = (CLONE_NEWUSER if userns else 0) | (CLONE_NEWNET if netns else 0)
+            ok = libc.unshare(flags) == 0 if flags else True
+            os.write(ready_w, b"1" if ok else b"0")
+            os.read(r, 1)
+            os._exit(0)
+        os.close(r)
+        os.close(ready_w)
+        ok = os.read(ready_r, 1) == b"1"
+        os.close(ready_r)
+        sid = len(self.sandboxes)
+        self.sandboxes[sid] = (pid, w)
+        return {"id": sid, "pid": pid, "ok": ok}
+
+    def end_sandbox(self, sid):
+        pid, w = self.sandboxes.pop(sid)
+        os.close(w)
+        os.waitpid(pid, 0)
+        return {"ended": pid}
+
+    def fd_of(self, spec):
+        kind, arg = next(iter(spec.items()))
+        if kind == "sandbox":
+            return os.pidfd_open(self.sandboxes[arg][0])
+        if kind == "pid":
+            return os.pidfd_open(arg)
+        if kind == "path":
+            return os.open(arg, os.O_RDONLY)
+        if kind == "saved":
+            return self.saved[arg]
+        raise ValueError(spec)
+
+    def save(self, name, spec):
+        self.saved[name] = self.fd_of(spec)
+        return {"fd": self.saved[name]}
+
+    def read(self, path):
+        try:
+            with open(path) as f:
+                return {"text": f.read()}
+        except OSError as e:
+            return {"errno": e.errno}
+
+    # -- attacks on the helper process itself --
+    def ptrace(self, pid):
+        out = {}
+        for name, req in (("attach", PTRACE_ATTACH), ("seize", PTRACE_SEIZE)):
+            r = libc.ptrace(req, pid, None, None)
+            out[name] = 0 if r == 0 else ctypes.get_errno()
+        for name in ("mem", "environ", "ns/user"):
+            try:
+                fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+                os.close(fd)
+                out[name] = 0
+            except OSError as e:
+                out[name] = e.errno
+        try:
+            os.kill(pid, signal.SIGKILL)
+            out["kill"] = 0
+        except OSError as e:
+            out["kill"] = e.errno
+        return out
+
+
+def main():
+    caller = Caller(sys.argv[1])
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        name = cmd.pop("cmd")
+        try:
+            out = getattr(caller, name)(**cmd)
+        except OSError as e:
+            out = {"oserror": e.errno, "what": str(e)}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Harness of the kiwi-helper suite: the helper as a real setuid-root
+binary, called by unprivileged test users.
+
+The session copies the test build of the helper (kiwi-helper-test, whose
+config and subid files live in /run/kiwi-helper-test instead of /etc) to a
+root-owned directory under /var/tmp, on a filesystem without nosuid, and
+makes it root 4755. Each test writes the admin config it needs. The callers
+are client.py processes run as `kiwi-test` and `kiwi-test2` through
+setpriv; the tests (root) drive them line by line.
+
+Inputs (environment): KIWI_HELPER_TEST, KIWI_RUN (built by meson; defaults
+under <repo>/build). Skips (exit 77 under meson) when not root.
+"""
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+BUILD = REPO / "build"
+CONFIG_DIR = Path("/run/kiwi-helper-test")
+USERS = ("kiwi-test", "kiwi-test2")
+PYTHON = "/usr/bin/python3"
+sys.path.insert(0, str(REPO / "tests" / "net"))
+
+
+def pytest_sessionstart(session):
+    if os.geteuid() != 0:
+        print("SKIP: the helper suite needs root (it installs a setuid binary and test users)")
+        os._exit(77)
+
+
+def _binary(env, default):
+    path = Path(os.environ.get(env, BUILD / default))
+    if not path.is_file():
+        pytest.exit(f"{path} is missing: build it or set {env}", 2)
+    return path
+
+
+def _ensure_user(name):
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        r = subprocess.run(["useradd", "--system", "--create-home", "--home-dir", f"/var/lib/{name}",
+                            "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.exit(f"cannot create user {name}: {r.stderr.strip()}", 2)
+        return pwd.getpwnam(name)
+
+
+@pytest.fixture(scope="session")
+def users():
+    return {name: _ensure_user(name) for name in USERS}
+
+
+@pytest.fixture(scope="session")
+def install_dir():
+    d = Path(tempfile.mkdtemp(prefix="kiwi-helper-", dir="/var/tmp"))
+    d.chmod(0o755)
+    if os.statvfs(d).f_flag & os.ST_NOSUID:
+        pytest.skip(f"{d} is on a nosuid filesystem: a setuid binary cannot be tested there")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def helper(install_dir, users):
+    """The setuid-root test helper."""
+    dest = install_dir / "kiwi-helper"
+    shutil.copy2(_binary("KIWI_HELPER_TEST", "src/helper/kiwi-helper-test"), dest)
+    os.chown(dest, 0, 0)
+    dest.chmod(0o4755)
+    for name in ("client.py",):
+        shutil.copy2(HERE / name, install_dir / name)
+        (install_dir / name).chmod(0o644)
+    return dest
+
+
+def default_rules(users):
+    return [
+        {"user": "kiwi-test", "operations": ["idmap", "egress"],
+         "uids": [[200000, 65536]], "gids": [[200000, 65536]],
+         "max_sandboxes": 3, "max_veths": 2, "egress": ["public_internet", "private_network"]},
+        {"user": users["kiwi-test2"].pw_uid, "operations": ["idmap"], "subids": True, "max_sandboxes": 2},
+    ]
+
+
+class Config:
+    """The admin config and subid files the test build reads."""
+
+    def __init__(self, users):
+        self.users = users
+        self.path = CONFIG_DIR / "helper.json"
+
+    def write(self, rules=None, raw=None, mode=0o644, owner=0):
+        CONFIG_DIR.mkdir(mode=0o755, exist_ok=True)
+        CONFIG_DIR.chmod(0o755)
+        text = raw if raw is not None else json.dumps({"rules": default_rules(self.users) if rules is None else rules})
+        self.path.write_text(text)
+        os.chown(self.path, owner, 0)
+        self.path.chmod(mode)
+
+    def subids(self, subuid, subgid):
+        for name, text in (("subuid", subuid), ("subgid", subgid)):
+            (CONFIG_DIR / name).write_text(text)
+            (CONFIG_DIR / name).chmod(0o644)
+
+
+@pytest.fixture
+def config(users):
+    c = Config(users)
+    c.write()
+    c.subids("kiwi-test2:300000:65536\n", "kiwi-test2:300000:65536\n")
+    yield c
+    shutil.rmtree(CONFIG_DIR, ignore_errors=True)
+
+
+class Client:
+    """One client.py process run as a test user: the helper's caller."""
+
+    def __init__(self, helper, user, prefix=()):
+        self.user = user
+        argv = [*prefix, "setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups",
+                PYTHON, str(helper.parent / "client.py"), str(helper)]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  cwd=str(helper.parent))
+        self.helper_pid = None
+
+    def call(self, cmd, **kw):
+        self.p.stdin.write(json.dumps({"cmd": cmd, **kw}) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        assert line, f"client.py as {self.user} died (exit {self.p.wait()})"
+        return json.loads(line)
+
+    def start(self, **kw):
+        self.helper_pid = self.call("start", **kw)["pid"]
+        return self.helper_pid
+
+    def request(self, req, fds=(), **kw):
+        return self.call("request", req=req, fds=list(fds), **kw)
+
+    def finish(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            self.p.wait(timeout=60)
+
+
+@pytest.fixture
+def clients(helper, config):
+    made = []
+
+    def make(user="kiwi-test", prefix=()):
+        c = Client(helper, user, prefix)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.finish()
+
+
+IDMAP = {"op": "idmap", "uid_map": [[0, 999, 1]], "gid_map": [[0, 995, 1]]}
+
+
+def idmap(users, user="kiwi-test", uid_map=None, gid_map=None):
+    """An idmap request: the caller's own ids at 0, plus what is given."""
+    pw = users[user]
+    return {"op": "idmap", "uid_map": [[0, pw.pw_uid, 1], *(uid_map or [])],
+            "gid_map": [[0, pw.pw_gid, 1], *(gid_map or [])]}
+
+
+def maps_of(pid):
+    """(uid_map, gid_map) of a process, read as root."""
+    return tuple(Path(f"/proc/{pid}/{m}").read_text() for m in ("uid_map", "gid_map"))

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The egress operations through the setuid helper, in the fake world of
+tests/net (the caller runs in its "host" namespace, which has no route
+off this machine): the veth and table for a caller's own sandbox, the
+refusals (mode, host addresses, quota, a sandbox without a network
+namespace of its own), and nothing left after a kill -9 of the caller."""
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, idmap
+from fakenet import HOST_UPLINK, World, leftovers
+
+
+@pytest.fixture(scope="module")
+def world():
+    if not shutil.which("ip") or not shutil.which("nft"):
+        pytest.skip("needs iproute2 and nftables (test tooling): apt-get install iproute2 nftables")
+    w = World(f"kwh{os.getpid() % 100000}")
+    with w:
+        yield w
+
+
+@pytest.fixture
+def in_world(world, clients):
+    """A caller in the world's host namespace."""
+    def make(user="kiwi-test"):
+        return clients(user, prefix=("ip", "netns", "exec", world.host))
+    yield make
+    veths, tables = leftovers(world.host)
+    assert not veths and not tables, f"left behind: veths {veths}, tables {tables}"
+
+
+def refused(ans, *words):
+    assert ans.get("ok") is False, f"should be refused: {ans}"
+    for w in words:
+        assert w.lower() in ans["error"].lower(), f"refusal should mention {w!r}: {ans}"
+
+
+PUBLIC = {"op": "egress-prepare", "egress": "public_internet", "allow-cidr": ["192.0.2.0/24"]}
+
+
+def attach(c, users):
+    """prepare, a sandbox with its id map, attach: (prepare answer, sandbox)."""
+    prep = c.request(PUBLIC)
+    assert prep["ok"], prep
+    sb = c.call("sandbox")
+    assert c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}
+    ans = c.request({"op": "egress-attach"}, [{"sandbox": sb["id"]}])
+    assert ans["ok"] and ans["host_ifindex"] > 0, ans
+    return prep, sb
+
+
+def wait_gone(pid):
+    """Until pid has ended (the test's own bound is meson's timeout)."""
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+
+
+def test_veth_and_table_for_the_callers_sandbox(in_world, users, world):
+    c = in_world()
+    helper_pid = c.start()
+    prep, sb = attach(c, users)
+    assert prep["prefix"] == 30 and prep["ifname"] == "eth0"
+    veths, tables = leftovers(world.host)
+    assert len(veths) == 1 and len(tables) == 1
+    # the sandbox's end is in the sandbox's namespace, not the host's
+    links = os.popen(f"nsenter -t {sb['pid']} -n ip -o link show").read()
+    assert "eth0" in links
+    # untouchable while it holds them
+    out = c.call("ptrace", pid=helper_pid)
+    assert out["attach"] and out["seize"] and out["mem"] and out["kill"], out
+    # the sandbox ends: so does the helper, and what it made goes
+    c.call("end_sandbox", sid=sb["id"])
+    assert c.call("answer") == {"closed": True}
+    assert c.call("close") == {"status": 0}
+
+
+def test_kill_9_of_the_caller_leaves_nothing(in_world, users, world):
+    before = leftovers(world.host)
+    c = in_world()
+    helper_pid = c.start()
+    prep, _ = attach(c, users)
+    during = leftovers(world.host)
+    assert len(during[0]) == len(before[0]) + 1 and len(during[1]) == len(before[1]) + 1
+    # the caller is setpriv's exec: client.py itself
+    c.p.kill()
+    c.p.wait()
+    wait_gone(helper_pid)
+    assert leftovers(world.host) == before
+    assert not Path(prep["hosts"]).exists() and not Path(prep["resolv"]).exists()
+
+
+def test_mode_not_allowed(in_world):
+    c = in_world()
+    c.start()
+    refused(c.request({"op": "egress-prepare", "egress": "host_allowlist", "allow-host": ["192.0.2.10"]}),
+            "not allowed")
+
+
+def test_policy_naming_a_host_address(in_world):
+    c = in_world()
+    c.start()
+    refused(c.request({"op": "egress-prepare", "egress": "private_network", "allow-cidr": [f"{HOST_UPLINK}/32"]}),
+            "address of this host")
+    refused(c.request({"op": "egress-prepare", "egress": "private_network", "allow-cidr": ["172.31.0.0/16"]}),
+            "address of this host")
+    refused(c.request({"op": "egress-prepare", "egress": "public_internet", "dns": HOST_UPLINK}),
+            "own address")
+
+
+def test_veth_quota(in_world, users):
+    held = []
+    for _ in range(2):
+        c = in_world()
+        c.start()
+        assert c.request(PUBLIC)["ok"]
+        held.append(c)
+    c = in_world()
+    c.start()
+    refused(c.request(PUBLIC), "quota")
+
+
+def test_a_sandbox_sharing_the_hosts_network_is_refused(in_world, users, world):
+    c = in_world()
+    c.start()
+    assert c.request(PUBLIC)["ok"]
+    sb = c.call("sandbox", userns=True, netns=False)
+    assert c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}
+    refused(c.request({"op": "egress-attach"}, [{"sandbox": sb["id"]}]), "not owned by its user namespace")
+    assert leftovers(world.host) == ([], [])
+
+
+def test_another_users_sandbox_gets_no_veth(in_world, users, world):
+    other = in_world("kiwi-test2")
+    theirs = other.call("sandbox")
+    c = in_world()
+    c.start()
+    assert c.request(PUBLIC)["ok"]
+    refused(c.request({"op": "egress-attach"}, [{"pid": theirs["pid"]}]), "not yours")
+    assert leftovers(world.host) == ([], [])
+
