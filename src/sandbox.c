@@ -6,6 +6,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/debug.h"
 #include "kiwi/egress.h"
+#include "kiwi/helper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
 #include "kiwi/registry.h"
@@ -302,6 +303,10 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	if (f->egress)
 		KIWI_DEBUG(dbg, "run", t, "egress", "veth into the sandbox, nftables table on the host");
+	if (f->res->helper && kiwi_helper_egress_attach(f->res->helper, f->pidfd, f->err) < 0)
+		return -1;
+	if (f->res->helper)
+		KIWI_DEBUG(dbg, "run", t, "egress", "veth and table from kiwi-helper, sandbox end configured");
 	if (kiwi_sync_send(f->sock, &go) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
@@ -474,7 +479,9 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 	 * caller's binds, which may still replace them. */
 	struct kiwi_egress_child net = { 0 };
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
-	if (kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
+	/* Not root: the veth and the host's table come from kiwi-helper(8). */
+	if (geteuid() != 0 ? kiwi_helper_open_egress(cfg->egress, &res->helper, &net, err) < 0
+			   : kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "egress-prepare", "policy checked, names resolved, address leased");
 	_cleanup_free_ struct kiwi_bind *binds = calloc(cfg->n_binds + 2, sizeof(*binds));
@@ -492,6 +499,7 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err)
 {
 	struct kiwi_egress *e = TAKE_PTR(res->egress);
+	kiwi_helper_stop(TAKE_PTR(res->helper));
 	return e ? kiwi_egress_teardown(e, err) : 0;
 }
 

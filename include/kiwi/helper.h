@@ -108,4 +108,26 @@ void kiwi_subid_parse(const char *text, size_t len, const struct kiwi_helper_cal
 bool kiwi_id_extent_allowed(const struct kiwi_id_extent *e, uint32_t own_id,
 			    const struct kiwi_id_range *ranges, size_t n);
 
+/* ---- the client, for kiwi-run ---- */
+
+struct kiwi_helper;
+
+/* Starts the helper ($KIWI_HELPER when set, else the installed one: see
+ * kiwi_helper_path()) and asks it to prepare an egress network for c.
+ * Fails with one plain message when the helper is missing or refuses
+ * (its own words). Stop it with kiwi_helper_stop(). */
+int kiwi_helper_open_egress(const struct kiwi_egress_config *c, struct kiwi_helper **out,
+			    struct kiwi_egress_child *child, kiwi_err *err);
+/* After clone, while the sandbox waits: the helper makes the veth and the
+ * table; then the sandbox's end is configured from a child process of
+ * ours that enters the sandbox's user and network namespaces (we own
+ * them: no privilege needed), and we wait for the host end. */
+int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
+/* Ends the session: the helper removes what it holds and exits. NULL is
+ * fine. */
+void kiwi_helper_stop(struct kiwi_helper *h);
+/* $KIWI_HELPER, else the path meson installs it at. kiwi-run is not
+ * privileged, so the variable only chooses what the caller runs. */
+const char *kiwi_helper_path(void);
+
 #endif

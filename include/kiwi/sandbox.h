@@ -18,6 +18,7 @@ struct kiwi_egress;
 struct kiwi_egress_config;
 struct kiwi_debug;
 struct kiwi_tail;
+struct kiwi_helper;
 
 struct kiwi_bind {
 	const char *source;       /* host path */
@@ -108,6 +109,9 @@ struct kiwi_sandbox_result {
 	struct kiwi_egress *egress;
 	bool net_audit;           /* the audit ran: net_attempts is the whole story */
 	struct kiwi_net_attempts net_attempts;
+	/* Instead, for a caller that is not root: the kiwi-helper(8) session
+	 * holding them. */
+	struct kiwi_helper *helper;
 };
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its

@@ -145,3 +145,76 @@ def test_another_users_sandbox_gets_no_veth(in_world, users, world):
     refused(c.request({"op": "egress-attach"}, [{"pid": theirs["pid"]}]), "not yours")
     assert leftovers(world.host) == ([], [])
 
+
+# ---- kiwi-run --network egress as an unprivileged user, end to end ----
+
+PROBE = "/usr/local/bin/netprobe"
+DOCS = "192.0.2.0/24,198.51.100.0/24,203.0.113.0/24"
+PUBLIC_FLAGS = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
+
+
+@pytest.fixture(scope="module")
+def kiwi_run(install_dir):
+    """kiwi-run and the rootfs with netprobe, where the test user reaches them."""
+    from conftest import _binary
+    kr = install_dir / "kiwi-run"
+    shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
+    probe = install_dir / "netprobe"
+    shutil.copy2(_binary("KIWI_NETPROBE", "tests/net/netprobe"), probe)
+    rootfs = install_dir / "rootfs"
+    r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), str(probe)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
+    return kr, rootfs
+
+
+def run_as(world, user, kiwi_run, helper, opts, cmd, env_helper=True):
+    kr, rootfs = kiwi_run
+    env = ["env", f"KIWI_HELPER={helper}"] if env_helper else ["env", "KIWI_HELPER=/nonexistent/kiwi-helper"]
+    argv = world.hx("setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *env,
+                    str(kr), "run", "--rootfs", str(rootfs), *opts, "--", *cmd)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_kiwi_run_egress_as_a_user(world, kiwi_run, helper, config):
+    calls = [["tcp", "203.0.113.10", 80], ["dns", "192.0.2.53", "good.test"],
+             ["tcp", "169.254.169.254", 80], ["tcp", HOST_UPLINK, 8081], ["tcp", "10.99.0.10", 80]]
+    script = "; ".join(" ".join([PROBE, *map(str, c)]) for c in calls)
+    r = run_as(world, "kiwi-test", kiwi_run, helper, PUBLIC_FLAGS, ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert res[0]["ok"] and res[0]["reply"], res[0]
+    assert res[1]["ok"], res[1]
+    for got, call in zip(res[2:], calls[2:]):
+        assert not got["ok"], f"{call} should be refused: {got}"
+    assert leftovers(world.host) == ([], [])
+
+
+def test_kiwi_run_says_plainly_when_the_helper_is_missing_or_refuses(world, kiwi_run, helper, config):
+    r = run_as(world, "kiwi-test", kiwi_run, helper, PUBLIC_FLAGS, ["true"], env_helper=False)
+    assert r.returncode == 125 and r.stderr.count("\n") == 1, r.stderr
+    assert "kiwi-helper" in r.stderr and "/nonexistent/kiwi-helper" in r.stderr, r.stderr
+    # kiwi-test2's rule has no egress
+    r = run_as(world, "kiwi-test2", kiwi_run, helper, PUBLIC_FLAGS, ["true"])
+    assert r.returncode == 125 and r.stderr.count("\n") == 1, r.stderr
+    assert "kiwi-helper refused" in r.stderr and "not allowed" in r.stderr, r.stderr
+    r = run_as(world, "kiwi-test", kiwi_run, helper, [*PUBLIC_FLAGS, "--egress-audit", "/tmp/x"], ["true"])
+    assert r.returncode == 125 and "--egress-audit needs root" in r.stderr, r.stderr
+    assert leftovers(world.host) == ([], [])
+
+
+def test_kiwi_run_killed_leaves_nothing(world, kiwi_run, helper, config):
+    kr, rootfs = kiwi_run
+    argv = world.hx("setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups", "env",
+                    f"KIWI_HELPER={helper}", str(kr), "run", "--rootfs", str(rootfs), *PUBLIC_FLAGS,
+                    "--", "/bin/sh", "-c", "echo up; sleep 600")
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert p.stdout.readline() == "up\n"
+    assert [len(x) for x in leftovers(world.host)] == [1, 1]
+    helpers = [int(x) for x in os.popen(f"pgrep -P {p.pid} -x kiwi-helper").read().split()]
+    assert len(helpers) == 1
+    p.kill()
+    p.wait()
+    wait_gone(helpers[0])
+    assert leftovers(world.host) == ([], [])

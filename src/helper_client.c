@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-run's side of kiwi-helper(8): start it on a socketpair, send the
+ * egress requests, and do the part of the setup that needs no privilege
+ * (the sandbox's end of the veth, from inside the namespaces we own). */
+#include "kiwi/cleanup.h"
+#include "kiwi/helper.h"
+#include "kiwi/json.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef KIWI_HELPER_PATH
+#error "KIWI_HELPER_PATH (where meson installs kiwi-helper) is set by meson"
+#endif
+
+#define STEP "helper"
+
+struct kiwi_helper {
+	pid_t pid;
+	int sock;
+	struct kiwi_egress_child child;
+};
+
+const char *kiwi_helper_path(void)
+{
+	const char *p = getenv("KIWI_HELPER");
+	return p && *p ? p : KIWI_HELPER_PATH;
+}
+
+static void exec_helper(const char *path, int sock)
+{
+	char *argv[] = { (char *)path, NULL }, *envp[] = { NULL };
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* Its answers carry its errors: its stderr would print them twice. */
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(sock, KIWI_HELPER_FD) < 0)
+		_exit(127);
+	close_range(KIWI_HELPER_FD + 1, ~0u, 0);
+	execve(path, argv, envp);
+	_exit(127);
+}
+
+static int start(struct kiwi_helper **out, kiwi_err *err)
+{
+	const char *path = kiwi_helper_path();
+	if (access(path, X_OK) < 0)
+		return kiwi_error(err, errno, STEP, "`%s`: this needs root or the setuid helper kiwi-helper, "
+						    "installed and configured (see kiwi-helper(8))", path);
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return kiwi_error(err, errno, STEP, "cannot create the helper's socket");
+	pid_t pid = fork();
+	if (pid == 0)
+		exec_helper(path, sp[1]);
+	close(sp[1]);
+	if (pid < 0) {
+		close(sp[0]);
+		return kiwi_error(err, errno, STEP, "cannot start `%s`", path);
+	}
+	struct kiwi_helper *h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(sp[0]);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return kiwi_error(err, ENOMEM, STEP, "out of memory");
+	}
+	*h = (struct kiwi_helper){ .pid = pid, .sock = sp[0] };
+	*out = h;
+	return 0;
+}
+
+void kiwi_helper_stop(struct kiwi_helper *h)
+{
+	if (!h)
+		return;
+	close(h->sock);
+	/* It removes the veth and the table, then exits. */
+	while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	free(h);
+}
+
+/* Sends one request (with fd when >= 0) and reads its answer; a refusal
+ * becomes err, in the helper's words. */
+static kiwi_json *exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl = { 0 };
+	struct iovec iov = { (void *)req, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		*c = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	/* A helper that refused to start has answered already and gone:
+	 * the send may fail, the answer is still there to read. */
+	sendmsg(h->sock, &mh, MSG_NOSIGNAL);
+	_cleanup_free_ char *buf = malloc(KIWI_HELPER_MSG_MAX);
+	ssize_t n = buf ? recv(h->sock, buf, KIWI_HELPER_MSG_MAX, 0) : -1;
+	if (n <= 0) {
+		kiwi_error(err, n < 0 ? errno : EPIPE, STEP, "kiwi-helper `%s` ended without answering "
+			   "(not installed setuid root?)", kiwi_helper_path());
+		return NULL;
+	}
+	kiwi_json *j = kiwi_json_parse(buf, (size_t)n, err);
+	bool ok = false;
+	if (j && kiwi_json_bool(kiwi_json_get(j, "ok"), &ok) && ok)
+		return j;
+	if (j) {
+		long long e = 0;
+		const char *msg = kiwi_json_string(kiwi_json_get(j, "error"));
+		const char *step = kiwi_json_string(kiwi_json_get(j, "step"));
+		kiwi_json_int(kiwi_json_get(j, "errno"), &e);
+		kiwi_error(err, (int)e, STEP, "kiwi-helper refused: %s: %s", step ? step : "?", msg ? msg : "?");
+		kiwi_json_free(j);
+	}
+	return NULL;
+}
+
+static const char *ip4(uint32_t a, char buf[INET_ADDRSTRLEN])
+{
+	struct in_addr in = { htonl(a) };
+	return inet_ntop(AF_INET, &in, buf, INET_ADDRSTRLEN);
+}
+
+/* The config in the keys of the flags it came from. */
+static void write_egress(kiwi_json_writer *w, const struct kiwi_egress_config *c)
+{
+	static const char *const kinds[] = { "public_internet", "private_network", "host_allowlist" };
+	char s[INET_ADDRSTRLEN + 8], a[INET_ADDRSTRLEN];
+	kiwi_jw_key(w, "egress");
+	kiwi_jw_string(w, kinds[c->kind]);
+	kiwi_jw_key(w, "allow-cidr");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; i < c->n_allow_cidrs; i++) {
+		snprintf(s, sizeof(s), "%s/%u", ip4(c->allow_cidrs[i].addr, a), c->allow_cidrs[i].prefix);
+		kiwi_jw_string(w, s);
+	}
+	kiwi_jw_close_array(w);
+	kiwi_jw_key(w, "allow-host");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; i < c->n_allow_hosts; i++) {
+		char host[KIWI_EGRESS_NAME_MAX + 8];
+		const struct kiwi_egress_host *h = &c->allow_hosts[i];
+		snprintf(host, sizeof(host), h->port ? "%s:%u" : "%s", h->name, h->port);
+		kiwi_jw_string(w, host);
+	}
+	kiwi_jw_close_array(w);
+	kiwi_jw_key(w, "allow-port");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; i < c->n_allow_ports; i++) {
+		snprintf(s, sizeof(s), "%u", c->allow_ports[i]);
+		kiwi_jw_string(w, s);
+	}
+	kiwi_jw_close_array(w);
+	if (c->dns) {
+		kiwi_jw_key(w, "dns");
+		kiwi_jw_string(w, ip4(c->dns, a));
+	}
+}
+
+/* What only root may ask for, said before the helper is started. */
+static int check_unprivileged(const struct kiwi_egress_config *c, kiwi_err *err)
+{
+	struct kiwi_egress_config d;
+	kiwi_egress_config_init(&d);
+	if (c->audit_path)
+		return kiwi_error(err, EPERM, "egress", "--egress-audit needs root: the helper writes no file "
+							 "its caller names, and reads no audit for it");
+	if (c->pool.addr != d.pool.addr || c->pool.prefix != d.pool.prefix)
+		return kiwi_error(err, EPERM, "egress", "--egress-pool needs root: through the helper, the pool "
+							 "is the admin's");
+	return 0;
+}
+
+static int child_of(const kiwi_json *j, struct kiwi_egress_child *child, kiwi_err *err)
+{
+	long long addr, gw, prefix;
+	const char *ifname = kiwi_json_string(kiwi_json_get(j, "ifname"));
+	const char *hosts = kiwi_json_string(kiwi_json_get(j, "hosts"));
+	const char *resolv = kiwi_json_string(kiwi_json_get(j, "resolv"));
+	if (!kiwi_json_int(kiwi_json_get(j, "addr"), &addr) || !kiwi_json_int(kiwi_json_get(j, "gateway"), &gw) ||
+	    !kiwi_json_int(kiwi_json_get(j, "prefix"), &prefix) || !ifname || !hosts || !resolv)
+		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-prepare is incomplete");
+	*child = (struct kiwi_egress_child){ .addr = (uint32_t)addr, .gateway = (uint32_t)gw, .prefix = (uint8_t)prefix };
+	snprintf(child->ifname, sizeof(child->ifname), "%s", ifname);
+	snprintf(child->hosts_path, sizeof(child->hosts_path), "%s", hosts);
+	snprintf(child->resolv_path, sizeof(child->resolv_path), "%s", resolv);
+	return 0;
+}
+
+int kiwi_helper_open_egress(const struct kiwi_egress_config *c, struct kiwi_helper **out,
+			    struct kiwi_egress_child *child, kiwi_err *err)
+{
+	*out = NULL;
+	if (kiwi_egress_config_check(c, err) < 0 || check_unprivileged(c, err) < 0)
+		return -1;
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, STEP, "out of memory");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "op");
+	kiwi_jw_string(w, "egress-prepare");
+	write_egress(w, c);
+	kiwi_jw_close_object(w);
+	struct kiwi_helper *h = NULL;
+	if (start(&h, err) < 0)
+		return -1;
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	_cleanup_json_ kiwi_json *j = exchange(h, text, len, -1, err);
+	if (!j || child_of(j, &h->child, err) < 0) {
+		kiwi_helper_stop(h);
+		return -1;
+	}
+	*child = h->child;
+	*out = h;
+	return 0;
+}
+
+/* In a child of ours: into the sandbox's user namespace (ours: we have
+ * every capability there) and its network namespace, configure its end. */
+static int configure_inside(int pidfd, const struct kiwi_egress_child *child, kiwi_err *err)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return kiwi_error(err, errno, STEP, "cannot create a pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		kiwi_err e = { 0 };
+		if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0)
+			kiwi_error(&e, errno, "egress", "cannot enter the sandbox's network namespace");
+		else
+			kiwi_egress_setup_inside(child, &e);
+		_exit(write(p[1], &e, sizeof(e)) == (ssize_t)sizeof(e) ? 0 : 1);
+	}
+	close(p[1]);
+	kiwi_err e = { 0 };
+	ssize_t n = pid < 0 ? -1 : read(p[0], &e, sizeof(e));
+	close(p[0]);
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (n != (ssize_t)sizeof(e))
+		return kiwi_error(err, pid < 0 ? errno : EIO, "egress", "cannot configure the sandbox's end of the veth");
+	if (e.step[0]) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
+{
+	static const char req[] = "{\"op\":\"egress-attach\"}";
+	_cleanup_json_ kiwi_json *j = exchange(h, req, sizeof(req) - 1, pidfd, err);
+	long long host_ifindex;
+	if (!j)
+		return -1;
+	if (!kiwi_json_int(kiwi_json_get(j, "host_ifindex"), &host_ifindex))
+		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-attach has no host_ifindex");
+	if (configure_inside(pidfd, &h->child, err) < 0)
+		return -1;
+	return kiwi_egress_wait_host((int)host_ifindex, err);
+}
