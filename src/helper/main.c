@@ -183,6 +183,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	clearenv();
+	/* The caller's umask would decide the modes of what we create in
+	 * /run/kiwi (a 077 one: name files the sandbox cannot read). */
+	umask(022);
 	ensure_stdio();
 	ignore_signals();
 	struct helper_session s = HELPER_SESSION_INIT;
