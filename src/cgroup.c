@@ -681,6 +681,66 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 	return 0;
 }
 
+static int reap_cgroup(int pfd, const char *name, int fd, const char *shown, kiwi_err *err);
+
+/* An OCI container's cgroup (linux.cgroupsPath): exactly path, made with
+ * its parents when missing. Not locked and not named kiwi-*: it outlives
+ * the kiwi-run that made it, and gc must leave it alone. */
+int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made,
+			  struct kiwi_cgroup **out, kiwi_err *err)
+{
+	char mount[PATH_MAX], rel[PATH_MAX];
+	*made = false;
+	if (check_limits(l, err) < 0 || resolve_parent(path, false, mount, rel, sizeof(rel), err) < 0)
+		return -1;
+	char *slash = strrchr(rel, '/');
+	if (!slash || !slash[1])
+		return kiwi_error(err, EINVAL, "cgroup", "cgroup path `%s` names no cgroup below the root", path);
+	*slash = '\0';
+	const char *leaf = slash + 1;
+	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), true, err);
+	if (pfd < 0)
+		return -1;
+	*made = mkdirat(pfd, leaf, 0755) == 0;
+	if (!*made && errno != EEXIST)
+		return errno == EACCES ? delegation_error(err, errno, path, "create a cgroup")
+				       : kiwi_error(err, errno, "cgroup", "cannot create cgroup `%s`", path);
+	struct kiwi_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
+	cg->fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (cg->fd < 0 || asprintf(&cg->path, "%s%s/%s", mount, rel, leaf) < 0 ||
+	    asprintf(&cg->name, "%s/%s", rel, leaf) < 0 || write_limits(cg, l, err) < 0) {
+		if (!err || !err->step[0])
+			kiwi_error(err, errno, "cgroup", "cannot set up cgroup `%s`", path);
+		if (*made)
+			unlinkat(pfd, leaf, AT_REMOVEDIR);
+		kiwi_cgroup_forget(cg);
+		return -1;
+	}
+	*out = cg;
+	return 0;
+}
+
+void kiwi_cgroup_forget(struct kiwi_cgroup *cg)
+{
+	if (!cg)
+		return;
+	if (cg->fd >= 0)
+		close(cg->fd);
+	free(cg->path);
+	free(cg->name);
+	free(cg);
+}
+
+int kiwi_cgroup_remove_path(const char *path, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : kiwi_error(err, errno, "cgroup", "cannot open cgroup `%s`", path);
+	return reap_cgroup(AT_FDCWD, path, fd, path, err);
+}
+
 int kiwi_cgroup_fd(const struct kiwi_cgroup *cg)
 {
 	return cg ? cg->fd : -1;

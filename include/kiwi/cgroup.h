@@ -66,6 +66,17 @@ struct kiwi_cgroup;
  * the mark kiwi_cgroup_gc() respects. */
 int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 		       struct kiwi_cgroup **out, kiwi_err *err);
+/* An OCI container's cgroup (linux.cgroupsPath, a path as for parent
+ * above): exactly path, made with its parents when missing (*made says
+ * whether the leaf was), with the limits written. Never locked nor named
+ * kiwi-*, so gc leaves it alone: it outlives kiwi-run. */
+int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made,
+			  struct kiwi_cgroup **out, kiwi_err *err);
+/* Frees the object and leaves the cgroup as it is. */
+void kiwi_cgroup_forget(struct kiwi_cgroup *cg);
+/* Kills what is in the cgroup at path (absolute), waits, removes it and
+ * any below; a missing one is fine. */
+int kiwi_cgroup_remove_path(const char *path, kiwi_err *err);
 int kiwi_cgroup_fd(const struct kiwi_cgroup *cg);
 const char *kiwi_cgroup_path(const struct kiwi_cgroup *cg);   /* absolute path of the cgroup dir */
 /* The path inside the unified hierarchy ("/kiwi.slice/kiwi-..."), for the verdict. */

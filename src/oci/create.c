@@ -7,6 +7,7 @@
  * init.c. */
 #include "oci_int.h"
 #include "../sync.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/oci_runtime.h"
 #include "kiwi/seccomp.h"
@@ -35,6 +36,8 @@ struct creation {
 	char rootfs_shown[4096];   /* root.path made absolute, as state shows it */
 	struct kiwi_oci_state st;
 	struct kiwi_seccomp *seccomp;
+	struct kiwi_cgroup *cg;    /* NULL: none */
+	bool cg_made;
 	int sock, console, pidfd;
 	pid_t pid;
 	bool dir_made;
@@ -52,10 +55,10 @@ static int check_config(struct creation *c, kiwi_err *err)
 				  "process.terminal is true: --console-socket is required to hand over the pty");
 	if (!cfg->process.terminal && c->o->console_socket)
 		return kiwi_error(err, EINVAL, "console", "--console-socket given but process.terminal is false");
-	if (cfg->has_limits)
-		return kiwi_error(err, ENOTSUP, "cgroup",
-				  "config.json: linux.resources limits are not applied by kiwi-run's OCI runtime yet; "
-				  "remove them or use `kiwi-run run`");
+	if (cfg->has_limits && !cfg->cgroups_path && geteuid() != 0)
+		return kiwi_error(err, EINVAL, "cgroup",
+				  "config.json: rootless resource limits need linux.cgroupsPath, a cgroup in the "
+				  "subtree delegated to uid %u", (unsigned)geteuid());
 	if (cfg->process.caps[KIWI_OCI_CAP_BOUNDING] & (1ULL << 27) && c->o->note)
 		c->o->note("CAP_MKNOD is never granted: the container's device nodes are the configured ones");
 	for (size_t i = 0; i < cfg->n_ignored && c->o->note; i++) {
@@ -195,6 +198,41 @@ static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
 	return run_idmap_helper("newgidmap", c->pid, cfg->gid_maps, cfg->n_gid_maps, err);
 }
 
+/* The container's cgroup: cgroupsPath, or /kiwi-oci/<id> for limits
+ * without one. Without limits a cgroup is only where the container sits,
+ * and one that cannot be made (no cgroup2, nothing delegated to a rootless
+ * caller) is skipped, as runc's rootless cgroupfs manager does. */
+static int make_cgroup(struct creation *c, kiwi_err *err)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
+	char path[4352];
+	if (!cfg->has_limits && !cfg->cgroups_path)
+		return 0;
+	if (cfg->cgroups_path)
+		snprintf(path, sizeof(path), "%s", cfg->cgroups_path);
+	else
+		snprintf(path, sizeof(path), "/kiwi-oci/%s", c->o->id);
+	if (strchr(path, ':'))
+		return kiwi_error(err, EINVAL, "cgroup", "cgroupsPath `%s` is systemd's slice:prefix:name form; "
+				  "kiwi-run takes a cgroupfs path", path);
+	kiwi_err e = { 0 };
+	if (kiwi_cgroup_open_path(path, &cfg->limits, &c->cg_made, &c->cg, &e) == 0) {
+		snprintf(c->st.cgroup, sizeof(c->st.cgroup), "%s", kiwi_cgroup_path(c->cg));
+		c->st.cgroup_owned = c->cg_made;
+		return 0;
+	}
+	if (!cfg->has_limits && (e.errnum == EACCES || e.errnum == EPERM || e.errnum == ENOENT || e.errnum == EROFS)) {
+		if (c->o->note) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "no cgroup for the container: %s", e.msg);
+			c->o->note(msg);
+		}
+		return 0;
+	}
+	*err = e;
+	return -1;
+}
+
 static int run_runtime_hooks(struct creation *c, kiwi_err *err)
 {
 	struct kiwi_oci_state st = c->st;
@@ -262,7 +300,7 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		close(sp[1]);
 		return -1;
 	}
-	c->pid = kiwi_spawn(c->cfg->new_ns, -1, &c->pidfd, err);
+	c->pid = kiwi_spawn(c->cfg->new_ns, c->cg ? kiwi_cgroup_fd(c->cg) : -1, &c->pidfd, err);
 	if (c->pid == 0) {
 		close(c->sock);
 		kiwi_oci_init_main(&args);
@@ -311,6 +349,13 @@ static void undo(struct creation *c)
 		siginfo_t info;
 		waitid(P_PIDFD, (id_t)c->pidfd, &info, WEXITED);
 	}
+	if (c->cg) {
+		char cg[4096];
+		snprintf(cg, sizeof(cg), "%s", kiwi_cgroup_path(c->cg));
+		kiwi_cgroup_forget(TAKE_PTR(c->cg));
+		if (c->cg_made)
+			kiwi_cgroup_remove_path(cg, NULL);
+	}
 	if (c->dir_made) {
 		char path[4400];
 		static const char *const files[] = { KIWI_OCI_FIFO, "state.json", "state.json.tmp" };
@@ -344,7 +389,7 @@ static int prepare(struct creation *c, kiwi_err *err)
 		size_t len;
 		c->st.annotations = strndup(kiwi_jw_text(w, &len), len);
 	}
-	return make_state_dir(c, err) < 0 || connect_console(c, err) < 0 ? -1 : 0;
+	return make_state_dir(c, err) < 0 || connect_console(c, err) < 0 || make_cgroup(c, err) < 0 ? -1 : 0;
 }
 
 pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err *err)
@@ -368,6 +413,7 @@ pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err
 	if (c.pidfd >= 0)
 		close(c.pidfd);
 	kiwi_seccomp_free(c.seccomp);
+	kiwi_cgroup_forget(c.cg);
 	kiwi_oci_config_free(c.cfg);
 	kiwi_oci_state_clear(&c.st);
 	return r < 0 ? -1 : c.pid;

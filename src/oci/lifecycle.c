@@ -3,6 +3,7 @@
  * directory alone, so the kiwi-run that created the container may be long
  * gone. The transitions and their refusals are the runtime-spec's. */
 #include "oci_int.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/oci_runtime.h"
 
@@ -244,6 +245,12 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 			kiwi_oci_state_clear(&st);
 			return -1;
 		}
+	}
+	/* Anything left in its cgroup (processes of a shared pid namespace)
+	 * ends with it; on failure the state stays for another try. */
+	if (st.cgroup[0] && st.cgroup_owned && kiwi_cgroup_remove_path(st.cgroup, err) < 0) {
+		kiwi_oci_state_clear(&st);
+		return -1;
 	}
 	remove_state(root, id);
 	/* A poststop hook's failure is a warning (runtime-spec). */

@@ -63,7 +63,7 @@ int kiwi_oci_proc_start_time(pid_t pid, uint64_t *start, char *state)
 	if (!p || p[1] != ' ')
 		return -1;
 	char st = p[2];
-	for (int field = 2; p && field < 21; field++)
+	for (int field = 2; p && field < 22; field++)
 		p = strchr(p + 1, ' ');
 	unsigned long long t;
 	if (!p || sscanf(p, " %llu", &t) != 1)

@@ -120,6 +120,8 @@ def test_reused_pid_is_not_the_container(oci):
     path = oci.root / "c5" / "state.json"
     st = json.loads(path.read_text())
     real = st["kiwi"]["startTime"]
+    with open(f"/proc/{st['pid']}/stat") as f:
+        assert real == int(f.read().rsplit(")", 1)[1].split()[19]), "field 22: the start time"
     st["kiwi"]["startTime"] = real + 1
     path.write_text(json.dumps(st))
     assert oci.state("c5")["status"] == "stopped"
