@@ -82,6 +82,8 @@ struct follow {
 	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
 	struct kiwi_egress *egress;  /* NULL: no network */
 	struct kiwi_registry *reg;   /* the entry for `kiwi-run list`, once made */
+	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
+	pid_t pid;                /* the sandbox's init */
 	int audit_fd;             /* the network audit's log; -1: none */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed;
@@ -225,6 +227,30 @@ static void read_audit(struct follow *f)
 
 /* #2, #3: follow the sandbox until pid 1 is gone and both output pipes
  * are drained, so that nothing written before a kill is lost. */
+static int register_sandbox(struct follow *f, pid_t pid);
+
+/* The registry entry is made lazily, once the sandbox has lived
+ * KIWI_REGISTER_DELAY_MS: measured, making it at once cost 3-5% of the
+ * start of a short command on a loaded host (bench/RESULTS.md), and a
+ * sandbox that ends sooner is not one a person lists or kills. Until then
+ * poll waits with a timeout: no timer, no extra system call. */
+#define KIWI_REGISTER_DELAY_MS 100
+
+static int poll_timeout(struct follow *f)
+{
+	if (!f->register_at || f->init_gone)
+		return -1;
+	int64_t left = f->register_at - kiwi_clock_ns(CLOCK_MONOTONIC);
+	if (left > 0)
+		return (int)((left + 999999) / 1000000);
+	/* Due: a failure leaves the sandbox running, unlisted, and is told
+	 * at the end. */
+	f->register_at = 0;
+	if (register_sandbox(f, f->pid) < 0)
+		f->res->registry_failed = true;
+	return -1;
+}
+
 static int follow(struct follow *f)
 {
 	struct pollfd pfd[8];
@@ -235,7 +261,7 @@ static int follow(struct follow *f)
 			       f->egress ? kiwi_egress_audit_fd(f->egress) : -1, f->audit_fd };
 		for (int i = 0; i < 8; i++)
 			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		if (poll(pfd, 8, -1) < 0 && errno != EINTR)
+		if (poll(pfd, 8, poll_timeout(f)) < 0 && errno != EINTR)
 			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
 		if (pfd[4].revents)
 			on_output(f, &f->out);
@@ -323,7 +349,7 @@ static int register_sandbox(struct follow *f, pid_t pid)
 		.uid = geteuid(),
 		.started_ns = (int64_t)f->res->started_at.tv_sec * 1000000000 + f->res->started_at.tv_nsec,
 	};
-	if (kiwi_registry_new_id(e.id, f->err) < 0)
+	if (kiwi_registry_new_id(e.id, &f->res->registry_error) < 0)
 		return -1;
 	snprintf(e.phase, sizeof(e.phase), "%s", cfg->phase ? cfg->phase : "");
 	snprintf(e.cgroup, sizeof(e.cgroup), "%s", f->cg ? kiwi_cgroup_name(f->cg) : "");
@@ -332,7 +358,7 @@ static int register_sandbox(struct follow *f, pid_t pid)
 	for (char *const *a = cfg->argv; *a && o + 1 < sizeof(e.command); a++)
 		o += (size_t)snprintf(e.command + o, sizeof(e.command) - o, "%s%s", o ? " " : "", *a);
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
-	if (kiwi_registry_add(&e, &f->reg, f->err) < 0)
+	if (kiwi_registry_add(&e, &f->reg, &f->res->registry_error) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "registry", "id=%s (kiwi-run list, kill)", e.id);
 	snprintf(f->res->id, sizeof(f->res->id), "%s", e.id);
@@ -369,7 +395,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		return -1;
 	f->sigfd = signalfd(-1, fwd, SFD_CLOEXEC | SFD_NONBLOCK);
 	f->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0 || register_sandbox(f, pid) < 0) {
+	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0) {
 		if (!f->err->step[0])
 			kiwi_error(f->err, errno, "wait", "cannot watch the sandbox");
 		syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
@@ -377,6 +403,8 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		waitid(P_PIDFD, (id_t)f->pidfd, &info, WEXITED);
 		return -1;
 	}
+	f->pid = pid;
+	f->register_at = kiwi_clock_ns(CLOCK_MONOTONIC) + (int64_t)KIWI_REGISTER_DELAY_MS * 1000000;
 	if (follow(f) < 0)
 		return -1;
 	finish(f);

@@ -45,7 +45,9 @@ struct kiwi_registry;   /* a registration: the locked file and its directory */
 int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err);
 
 /* Writes e's state file and keeps it locked until kiwi_registry_remove().
- * The fd is close-on-exec: call it after clone, so no sandbox holds it. */
+ * The fd is close-on-exec: call it after clone, so no sandbox holds it.
+ * (The launcher calls it once the sandbox has lived 100 ms: see
+ * KIWI_REGISTER_DELAY_MS in sandbox.c.) */
 int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry **out, kiwi_err *err);
 /* Unlinks the file, drops the lock, frees. NULL-safe; never fails. */
 void kiwi_registry_remove(struct kiwi_registry *r);

@@ -82,7 +82,7 @@ struct kiwi_sandbox_config {
 };
 
 struct kiwi_sandbox_result {
-	char id[16];              /* the registry's id (kiwi-run list, kill); "" before clone */
+	char id[16];              /* the registry's id (kiwi-run list, kill); "" until registered */
 	bool started;             /* the command was exec'd */
 	int exit_code;            /* the command's code, or -1 */
 	int signal;               /* the signal that killed it, or 0 */
@@ -104,6 +104,10 @@ struct kiwi_sandbox_result {
 	 * a leak for `kiwi-run gc` and for the caller to hear of. */
 	bool cleanup_failed;
 	kiwi_err cleanup_error;
+	/* Set when the sandbox could not be entered in the registry (it ran
+	 * on, but `kiwi-run list` did not show it). */
+	bool registry_failed;
+	kiwi_err registry_error;
 	/* Live until kiwi_sandbox_result_release(), so that the verdict is
 	 * written before the (slower) network teardown. */
 	struct kiwi_egress *egress;

@@ -170,6 +170,8 @@ int run_session_finish(struct run_session *s, bool failed)
 		kiwi_cli_print_error(&s->err);
 	if (s->res.cleanup_failed)
 		kiwi_cli_print_error(&s->res.cleanup_error);
+	if (s->res.registry_failed)
+		kiwi_cli_print_error(&s->res.registry_error);
 	if (s->vfd >= 0) {
 		struct kiwi_verdict v = {
 			.result = &s->res,

@@ -102,12 +102,14 @@ def test_entry_removed_on_every_path(kiwi, scratch):
         return entry_removed_on_every_path_as_root(kiwi)
     env["XDG_RUNTIME_DIR"] = str(xdg)
     reg = xdg / "kiwi" / "sandboxes"
-    for cmd, want in ((["true"], 0), (["false"], 1), (["/no/such/program"], 127),
-                      (["sh", "-c", "kill -9 $$"], 137)):
+    # (the entry is made 100 ms in: the sleeps make sure it was)
+    for cmd, want in ((["true"], 0), (["sh", "-c", "sleep 0.3"], 0), (["sh", "-c", "sleep 0.3; exit 3"], 3),
+                      (["/no/such/program"], 127), (["sh", "-c", "sleep 0.3; kill -9 $$"], 137)):
         r = subprocess.run(kiwi.argv(cmd), capture_output=True, text=True, env=env, timeout=10,
                            stdin=subprocess.DEVNULL)
         assert r.returncode == want, explain(r)
-        assert reg.is_dir() and list(reg.iterdir()) == [], (cmd, list(reg.iterdir()))
+        assert not reg.exists() or list(reg.iterdir()) == [], (cmd, list(reg.iterdir()))
+    assert reg.is_dir()
     r = subprocess.run(kiwi.argv(["true"], rootfs="/no/such/rootfs"), capture_output=True,
                        text=True, env=env, timeout=10)
     assert r.returncode == 125 and list(reg.iterdir()) == []
@@ -126,10 +128,11 @@ def test_entry_removed_on_every_path(kiwi, scratch):
 ROOT_PATHS = r"""
 set -u
 mount -t tmpfs kiwi-ops-test /run/kiwi
-for cmd in true false /no/such/program; do
-    "$KIWI" run --rootfs "$ROOTFS" -- $cmd; echo "status $?"; ls -A /run/kiwi/sandboxes
+for cmd in true "sleep 0.3" "sh -c 'sleep 0.3; exit 3'" /no/such/program; do
+    eval "\"\$KIWI\" run --rootfs \"\$ROOTFS\" -- $cmd"; echo "status $?"; ls -A /run/kiwi/sandboxes
 done
 "$KIWI" run --rootfs /no/such/rootfs -- true 2>/dev/null; echo "status $?"; ls -A /run/kiwi/sandboxes
+ls -d /run/kiwi/sandboxes
 """
 
 
@@ -140,8 +143,10 @@ def entry_removed_on_every_path_as_root(kiwi):
     env = dict(kiwi.env(), KIWI=kiwi.binary, ROOTFS=kiwi.rootfs)
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", ROOT_PATHS],
                        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
-    lines = [l for l in r.stdout.splitlines()]
-    assert lines == ["status 0", "status 1", "status 127", "status 125"], explain(r)
+    # `ls -A` prints nothing for an empty (or, before the first entry was
+    # ever made, missing) directory; the sleeps make sure one was made
+    assert r.stdout.splitlines() == ["status 0", "status 0", "status 3", "status 127", "status 125",
+                                     "/run/kiwi/sandboxes"], explain(r)
 
 
 TMP_FALLBACK = r"""
