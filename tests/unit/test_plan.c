@@ -475,3 +475,44 @@ Test(plan, json_has_every_field)
 	cr_assert_eq(kiwi_json_type_of(kiwi_json_get(j, "refused")), KIWI_JSON_NULL);
 	cr_assert_str_eq(kiwi_json_string(kiwi_json_get(kiwi_json_at(kiwi_json_get(j, "evidence"), 0), "file")), "go.sum");
 }
+
+/* More requirements files than any layout uses: refused, argv stays bounded. */
+Test(plan, too_many_requirements_files)
+{
+	_cleanup_free_ char *top = scratch_dir();
+	char path[1024];
+	for (int i = 0; i <= PLAN_MAX_REQUIREMENTS; i++) {
+		snprintf(path, sizeof(path), "%s/requirements-%02d.txt", top, i);
+		write_file(path, "x==1\n", 0644);
+	}
+	_cleanup_close_ int dirfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct kiwi_plan plan;
+	kiwi_err err = { 0 };
+	cr_assert_eq(kiwi_plan_workspace(dirfd, &plan, &err), -1);
+	cr_assert(strstr(err.msg, "more than 16 requirements*.txt"), "%s", err.msg);
+	kiwi_plan_clear(&plan);
+	char cmd[1100];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* Only the top directory counts: a manifest in a subdirectory is another
+ * project's, and installing it is the repository's own business. */
+Test(plan, subdirectories_are_not_searched)
+{
+	_cleanup_free_ char *top = scratch_dir();
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/web", top);
+	cr_assert_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/web/package.json", top);
+	write_file(path, PKG_DEPS, 0644);
+	_cleanup_close_ int dirfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct kiwi_plan plan;
+	kiwi_err err = { 0 };
+	cr_assert_eq(kiwi_plan_workspace(dirfd, &plan, &err), 0, "%s", err.msg);
+	cr_assert_eq(plan.n_steps, 0);
+	kiwi_plan_clear(&plan);
+	char cmd[1100];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	cr_assert_eq(system(cmd), 0);
+}
