@@ -831,6 +831,36 @@ static int cmd_connect(int argc, char **argv)
 	return 0;
 }
 
+/* N UDP datagrams to ADDR PORT on one socket, as fast as it goes.
+ * Prints {"sent": S, "refused": R, "errno": E}: R sends failed with EPERM,
+ * E is the first other errno (0: none). */
+static int cmd_udp_flood(int argc, char **argv)
+{
+	if (argc < 3)
+		return PROBE_USAGE;
+	struct sockaddr_storage ss;
+	socklen_t len = inet_sockaddr(argv[0], argv[1], &ss);
+	long n = atol(argv[2]);
+	if (!len || n < 1)
+		return PROBE_USAGE;
+	int s = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&ss, len) < 0)
+		return fail("udp socket");
+	long sent = 0, refused = 0;
+	int other = 0;
+	for (long i = 0; i < n; i++) {
+		if (send(s, "kiwi", 4, 0) == 4)
+			sent++;
+		else if (errno == EPERM)
+			refused++;
+		else if (!other)
+			other = errno;
+	}
+	close(s);
+	printf("{\"sent\": %ld, \"refused\": %ld, \"errno\": %d}\n", sent, refused, other);
+	return 0;
+}
+
 /* Appends attribute TYPE with LEN bytes of DATA to the message in BUF. */
 static void nl_attr(struct nlmsghdr *h, uint16_t type, const void *data, size_t len)
 {
@@ -1006,6 +1036,7 @@ static const struct subcommand {
 	{"loopback", cmd_loopback, "TCP round trip on 127.0.0.1"},
 	{"connect", cmd_connect, "tcp|udp ADDR PORT [TIMEOUT_MS]: connect (tcp), send (udp)"},
 	{"netlink-attack", cmd_netlink_attack, "try to undo the network audit"},
+	{"udp-flood", cmd_udp_flood, "ADDR PORT N: send N UDP datagrams, count refusals"},
 	{"hostname", cmd_hostname, "the UTS nodename"},
 	{"cwd", cmd_cwd, "the working directory"},
 	{"pids", cmd_pids, "pids visible in /proc"},
