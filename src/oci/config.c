@@ -517,6 +517,7 @@ static int parse_namespaces(struct parser *p, const kiwi_json *v)
 		return 0;
 	if (want_type(p, v, KIWI_JSON_ARRAY, "linux.namespaces") < 0)
 		return -1;
+	/* One spare slot: annotations.c may add a network namespace. */
 	c->namespaces = calloc(kiwi_json_len(v) + 1, sizeof(*c->namespaces));
 	if (!c->namespaces)
 		return kiwi_error(p->err, ENOMEM, "config", "cannot allocate the namespaces");

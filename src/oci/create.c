@@ -369,9 +369,13 @@ static void undo(struct creation *c)
 
 static int prepare(struct creation *c, kiwi_err *err)
 {
+	bool forced = false;
 	if (kiwi_oci_check_id(c->o->id, err) < 0 || kiwi_oci_config_load(c->o->bundle, &c->cfg, err) < 0 ||
-	    check_config(c, err) < 0 || resolve_paths(c, err) < 0)
+	    check_config(c, err) < 0 || kiwi_oci_apply_annotations(c->cfg, &forced, err) < 0 ||
+	    resolve_paths(c, err) < 0)
 		return -1;
+	if (forced && c->o->note)
+		c->o->note("io.kiwi annotations: the container gets a new network namespace with only lo");
 	if (c->cfg->seccomp_json &&
 	    kiwi_seccomp_compile_json(c->cfg->seccomp_json, strlen(c->cfg->seccomp_json), "config.json linux.seccomp",
 				      &c->seccomp, err) < 0)

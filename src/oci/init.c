@@ -6,6 +6,7 @@
 #include "oci_int.h"
 #include "../sync.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/net.h"
 #include "kiwi/oci_runtime.h"
 #include "kiwi/seccomp.h"
 
@@ -90,6 +91,9 @@ static int build(const struct oci_init_args *a, int *rootfd, kiwi_err *err)
 	if (userns && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
 		return kiwi_error(err, errno, "user", "cannot become root in the user namespace (is 0 mapped?)");
 	if (join_namespaces(cfg, err) < 0 || set_names(cfg, err) < 0)
+		return -1;
+	/* A new network namespace starts with lo down; runc brings it up. */
+	if ((cfg->new_ns & CLONE_NEWNET) && kiwi_net_loopback_up(err) < 0)
 		return -1;
 	/* Relative bind sources are relative to the bundle. */
 	if (chdir(a->bundle) < 0)

@@ -61,6 +61,10 @@ int kiwi_oci_find_program(const struct kiwi_oci_process *p, char *out, size_t le
  * slave becomes stdio and the controlling terminal. */
 int kiwi_oci_setup_console(int console_sock, const struct kiwi_oci_process *p, kiwi_err *err);
 
+/* annotations.c: io.kiwi.phase and io.kiwi.egress; may turn the network
+ * into a new, empty namespace (*network_forced). */
+int kiwi_oci_apply_annotations(struct kiwi_oci_config *cfg, bool *network_forced, kiwi_err *err);
+
 /* hooks.c: runs each hook of one kind with the state JSON on stdin. */
 int kiwi_oci_run_hooks(const struct kiwi_oci_config *cfg, enum kiwi_oci_hook_kind kind, const char *state_json,
 		       kiwi_err *err);
