@@ -284,3 +284,12 @@ def test_flags_override_the_policy(phase):
     assert r.verdict["reason"] == "install_timed_out", explain(r)   # the policy's timeout applies
     r = phase("install", ws, ("--policy", policy, "--timeout", "60s", "--env", "STAGE=from-flag"), cmd)
     assert r.returncode == 0 and r.stdout == "from-flag\n", explain(r)
+
+
+def test_dependencies_without_a_lockfile_are_refused_not_guessed(phase):
+    ws = phase.workspace({"package.json": '{"name":"x","version":"1.0.0","dependencies":{"left-pad":"1.3.0"}}'})
+    r = phase("install", ws, NONE)
+    assert r.returncode == 125 and r.stderr.count("\n") == 1 and "lockfile" in r.stderr, explain(r)
+    v = r.verdict
+    assert v["reason"] == "plan_refused" and v["started"] is False, v
+    assert v["plan"]["evidence"][0]["file"] == "package.json", v["plan"]
