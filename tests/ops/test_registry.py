@@ -272,3 +272,28 @@ def test_forged_entry_cannot_reach_another_users_sandbox(kiwi, sandbox, scratch,
             locker.stdin.close()
             locker.kill()
         locker.wait()
+
+
+def test_kill_never_reaches_a_reused_pid(kiwi, sandbox):
+    """A stale entry whose pids now belong to another process of the same
+    user (what pid reuse looks like): kill must refuse, that process live
+    on. The entry's kiwi-run no longer holds its lock, and that is what kill
+    trusts, not the pid."""
+    s = sandbox(env=no_xdg(kiwi))
+    e = s.wait_listed()
+    f = registry_dir(kiwi, s.env) / f"{e['id']}.json"
+    s.proc.kill()
+    s.finish()
+    other = subprocess.Popen([*kiwi.prefix, "sleep", "1000"])
+    try:
+        state = json.loads(f.read_text())
+        state.update(pid=other.pid, supervisor_pid=other.pid)
+        f.write_text(json.dumps(state))
+        for sig in ("TERM", "KILL"):
+            one_error_line(s.ops("kill", e["id"], sig), "no running sandbox")
+        assert other.poll() is None, "kill signalled a process that is not the sandbox"
+        assert e["id"] not in s.ops("list").stdout
+    finally:
+        other.kill()
+        other.wait()
+        f.unlink(missing_ok=True)
