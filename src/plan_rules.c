@@ -137,8 +137,11 @@ static const struct plan_rule python_rules[] = {
 	/* --locked, not --frozen: fail when pyproject.toml and uv.lock
 	 * disagree, as npm ci does, rather than install a stale lock. uv puts
 	 * .venv in the project, and installs the project into it so that
-	 * `uv run` in verify finds nothing left to do offline. */
-	{ "uv.lock", "pyproject.toml", "uv", NULL, { ARGV("uv", "sync", "--locked") }, NULL, "lockfile of uv" },
+	 * `uv run` in verify finds nothing left to do offline. No Python
+	 * download: one would land in $HOME, gone by verify, with .venv
+	 * pointing at it; better a clear failure here. */
+	{ "uv.lock", "pyproject.toml", "uv", NULL, { ARGV("uv", "sync", "--locked", "--no-python-downloads") }, NULL,
+	  "lockfile of uv" },
 	/* --no-root: the dependencies, not the project (which may be no
 	 * installable package at all); the virtualenv goes into the project,
 	 * where `poetry run` in verify finds it. */

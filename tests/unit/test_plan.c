@@ -153,7 +153,7 @@ static const struct pcase cases[] = {
 	{ "symlinked requirements file", { { "requirements.txt", "/etc/passwd", F_LINK } }, NULL, .error = "symlink" },
 
 	/* ---- python ---- */
-	{ "uv", { { "pyproject.toml", PYPROJECT }, { "uv.lock", "version = 1\n" } }, "uv sync --locked" },
+	{ "uv", { { "pyproject.toml", PYPROJECT }, { "uv.lock", "version = 1\n" } }, "uv sync --locked --no-python-downloads" },
 	{ "poetry", { { "pyproject.toml", PYPOETRY }, { "poetry.lock", "" } },
 	  "env POETRY_VIRTUALENVS_IN_PROJECT=true poetry install --no-root --no-interaction" },
 	{ "uv.lock and poetry.lock: [tool.poetry] decides",
@@ -161,7 +161,7 @@ static const struct pcase cases[] = {
 	  "env POETRY_VIRTUALENVS_IN_PROJECT=true poetry install --no-root --no-interaction",
 	  .evidence = "pyproject.toml configures poetry" },
 	{ "uv.lock and poetry.lock without [tool.poetry]: uv",
-	  { { "pyproject.toml", PYPROJECT }, { "poetry.lock", "" }, { "uv.lock", "" } }, "uv sync --locked",
+	  { { "pyproject.toml", PYPROJECT }, { "poetry.lock", "" }, { "uv.lock", "" } }, "uv sync --locked --no-python-downloads",
 	  .evidence = "not used: uv.lock wins" },
 	{ "pipenv", { { "Pipfile", "[packages]\nrequests = \"*\"\n" }, { "Pipfile.lock", "{}" } },
 	  "env PIPENV_VENV_IN_PROJECT=1 pipenv install --deploy --dev" },
