@@ -8,6 +8,7 @@
 #include "kiwi/mount.h"
 #include "kiwi/net.h"
 #include "kiwi/net_audit.h"
+#include "kiwi/pty.h"
 #include "kiwi/seccomp.h"
 
 #include <errno.h>
@@ -104,6 +105,12 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	    become_stdio(args->stderr_fd, 2, &err) < 0 ||
 	    close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, &errfd, 1, &err) < 0)
 		goto fail;
+	/* --tty: the session's controlling terminal is the sandbox's own pty
+	 * (fd 0 now), so that job control and ^C work inside. */
+	if (cfg->tty && ioctl(0, TIOCSCTTY, 0) < 0) {
+		kiwi_error(&err, errno, "tty", "cannot make the pseudo-terminal the controlling terminal");
+		goto fail;
+	}
 	if (chdir(cfg->cwd) < 0) {
 		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
 		goto fail;
@@ -313,6 +320,40 @@ static int start_net_audit(int sock, kiwi_err *err)
 	return 0;
 }
 
+/* --tty: a pty in the sandbox's devpts; its master goes to the parent, its
+ * slave becomes the command's stdin, stdout and stderr. */
+static int open_terminal(int sock, struct kiwi_init_args *cmd_args, kiwi_err *err)
+{
+	int master = -1, slave = -1;
+	if (kiwi_pty_open(&cmd_args->winsize, &master, &slave, err) < 0)
+		return -1;
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_PTY };
+	int r = kiwi_sync_send_fd(sock, &m, master);
+	close(master);
+	if (r < 0) {
+		close(slave);
+		return kiwi_error(err, errno, "tty", "cannot pass the terminal to kiwi-run");
+	}
+	/* Closed with the rest above stdio once the command has it. */
+	cmd_args->stdin_fd = cmd_args->stdout_fd = cmd_args->stderr_fd = slave;
+	return 0;
+}
+
+/* Pid 1 needs no stdio of its own: errors go over the sync socket. */
+static int drop_stdio(kiwi_err *err)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		return kiwi_error(err, errno, "init", "cannot open /dev/null");
+	for (int fd = 0; fd <= 2; fd++)
+		if (dup2(null, fd) < 0) {
+			close(null);
+			return kiwi_error(err, errno, "init", "cannot drop pid 1's stdio");
+		}
+	close(null);
+	return 0;
+}
+
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
 	const struct kiwi_sandbox_config *cfg = args->cfg;
@@ -381,12 +422,15 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	t = KIWI_DEBUG_NOW(dbg);
 
 	/* #2: start the command and tell the parent how that went. */
+	struct kiwi_init_args cmd_args = *args;
+	if (cfg->tty && open_terminal(sock, &cmd_args, &err) < 0)
+		goto fail;
 	int64_t exec_ns = 0;
 	/* Copied now: the arguments' memory is blanked once the command forks. */
 	char prog[64] = "";
 	if (dbg)
 		snprintf(prog, sizeof(prog), "%s", cfg->argv[0]);
-	pid_t cmd = start_command(args, &exec_ns, &err);
+	pid_t cmd = start_command(&cmd_args, &exec_ns, &err);
 	if (cmd < 0)
 		goto fail;
 	KIWI_DEBUG(dbg, "init", t, "exec", "%s (forked; cwd, %slandlock, %s, execve)", prog,
@@ -398,8 +442,9 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	};
 	kiwi_sync_send(sock, &m);
 
-	/* From now on pid 1 holds no fd but stdio and the sync socket. */
-	if (close_fds_except(NULL, 0, &sock, 1, &err) < 0) {
+	/* From now on pid 1 holds no fd but the sync socket: its stdio, which
+	 * may be the caller's terminal, becomes /dev/null. */
+	if (close_fds_except(NULL, 0, &sock, 1, &err) < 0 || drop_stdio(&err) < 0) {
 		kill(cmd, SIGKILL);
 		goto fail;
 	}

@@ -4,6 +4,8 @@
 
 #include "kiwi/sandbox.h"
 
+#include <sys/ioctl.h>
+
 /* What the parent hands to the child beyond the configuration. */
 struct kiwi_init_args {
 	const struct kiwi_sandbox_config *cfg;
@@ -11,6 +13,7 @@ struct kiwi_init_args {
 	int stdin_fd;      /* become the command's 0, 1, 2 */
 	int stdout_fd;
 	int stderr_fd;
+	struct winsize winsize;  /* cfg->tty: the pty's size at start */
 };
 
 /* The child side of clone3: pid 1 of the sandbox. Builds the sandbox,

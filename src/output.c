@@ -52,9 +52,10 @@ int kiwi_output_pump(struct kiwi_output *o, kiwi_err *err)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 1;
-		if (n < 0)
+		/* A pty master reads EIO, not 0, once every slave is closed. */
+		if (n < 0 && errno != EIO)
 			return kiwi_error(err, errno, "output", "cannot read the command's output");
-		if (n == 0) {
+		if (n <= 0) {
 			close(o->read_fd);
 			o->read_fd = -1;
 			return 0;

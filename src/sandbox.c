@@ -9,6 +9,7 @@
 #include "kiwi/helper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
+#include "kiwi/pty.h"
 #include "kiwi/registry.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/spawn.h"
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -32,6 +34,11 @@
 #include <unistd.h>
 
 static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+/* A tty session whose terminal went away (SIGHUP, SIGTERM, the caller's
+ * terminal closed) is killed this long after the hangup unless
+ * --kill-grace says otherwise: time for the shell to leave on its SIGHUP. */
+#define TTY_HANGUP_GRACE_NS (2ULL * 1000000000ULL)
 
 /* A passed fd reaches what it refers to. From a directory (or an O_PATH fd,
  * which may be one) `..` climbs into the host's tree above the rootfs, so
@@ -85,8 +92,11 @@ struct follow {
 	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
 	pid_t pid;                /* the sandbox's init */
 	int audit_fd;             /* the network audit's log; -1: none */
+	int master;               /* --tty: the pty's master, from the sandbox; else -1 */
+	struct kiwi_term term;    /* --tty: the caller's terminal, raw while the session runs */
+	struct kiwi_pty_input in; /* --tty: our stdin to the master */
 	int64_t exec_mono;
-	bool failed, exited, init_gone, killing, grace_armed;
+	bool failed, exited, init_gone, killing, grace_armed, hung_up;
 };
 
 static void arm_timer(struct follow *f, uint64_t ns)
@@ -117,6 +127,58 @@ static void kill_sandbox(struct follow *f)
 	if (f->cg && kiwi_cgroup_kill(f->cg, NULL) == 0)
 		return;
 	send_to_init(f, KIWI_SYNC_KILL, SIGKILL);
+}
+
+static void fail_and_kill(struct follow *f, const kiwi_err *e)
+{
+	if (!f->failed) {
+		*f->err = *e;
+		f->failed = true;
+	}
+	kill_sandbox(f);
+}
+
+/* The pty's master, sent by pid 1 before it starts the command: from now
+ * on its output is relayed like a pipe's and our stdin goes to it. Only
+ * one, only when asked for, and only a real master is taken. */
+static void on_pty(struct follow *f, int fd)
+{
+	kiwi_err e = { 0 };
+	if (!f->cfg->tty || f->master >= 0 || !kiwi_pty_is_master(fd)) {
+		close(fd);
+		kiwi_error(&e, EPROTO, "tty", "the sandbox sent an unexpected file descriptor");
+		fail_and_kill(f, &e);
+		return;
+	}
+	f->master = fd;
+	f->out.read_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (f->out.read_fd < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+		kiwi_error(&e, errno, "tty", "cannot relay the terminal");
+		fail_and_kill(f, &e);
+		return;
+	}
+	kiwi_pty_input_init(&f->in, STDIN_FILENO, fd);
+	/* The size set at clone may be stale by now. */
+	struct winsize ws;
+	kiwi_pty_caller_winsize(STDIN_FILENO, f->cfg->stdout_dest, &ws);
+	ioctl(fd, TIOCSWINSZ, &ws);
+	if (kiwi_term_raw(&f->term, STDIN_FILENO, &e) < 0)
+		fail_and_kill(f, &e);
+}
+
+/* The session's terminal goes away, as when a terminal window closes:
+ * closing the master hangs the pty up, and the kernel sends SIGHUP to the
+ * session inside. Whatever outlives it is killed after the grace. */
+static void hang_up(struct follow *f)
+{
+	if (f->hung_up || f->master < 0)
+		return;
+	f->hung_up = true;
+	kiwi_output_close(&f->out);
+	close(TAKE_FD(f->master));
+	f->in.done = true;
+	f->in.len = f->in.off = 0;
+	arm_timer(f, f->cfg->kill_grace_ns ? f->cfg->kill_grace_ns : TTY_HANGUP_GRACE_NS);
 }
 
 static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
@@ -159,6 +221,10 @@ static void on_timer(struct follow *f)
 	uint64_t ticks;
 	if (read(f->timerfd, &ticks, sizeof(ticks)) < 0)
 		return;
+	if (f->hung_up) {
+		kill_sandbox(f);
+		return;
+	}
 	f->res->timed_out = true;
 	if (f->cfg->kill_grace_ns && !f->grace_armed) {
 		f->grace_armed = true;
@@ -172,11 +238,8 @@ static void on_timer(struct follow *f)
 static void on_output(struct follow *f, struct kiwi_output *o)
 {
 	kiwi_err e = { 0 };
-	if (kiwi_output_pump(o, &e) < 0 && !f->failed) {
-		*f->err = e;
-		f->failed = true;
-		kill_sandbox(f);
-	}
+	if (kiwi_output_pump(o, &e) < 0 && !f->failed)
+		fail_and_kill(f, &e);
 	if (o->truncated && f->cfg->output_limit_kill && !f->res->output_limit_hit) {
 		f->res->output_limit_hit = true;
 		kill_sandbox(f);
@@ -186,8 +249,28 @@ static void on_output(struct follow *f, struct kiwi_output *o)
 static void on_signal(struct follow *f)
 {
 	struct signalfd_siginfo si;
-	while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		send_to_init(f, KIWI_SYNC_SIGNAL, (int)si.ssi_signo);
+	while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		int sig = (int)si.ssi_signo;
+		if (sig == SIGWINCH && f->master >= 0) {
+			struct winsize ws;
+			kiwi_pty_caller_winsize(STDIN_FILENO, f->cfg->stdout_dest, &ws);
+			ioctl(f->master, TIOCSWINSZ, &ws);
+		} else if (f->cfg->tty && (sig == SIGHUP || sig == SIGTERM)) {
+			/* Before the terminal is up there is no session to hang up. */
+			if (f->master >= 0)
+				hang_up(f);
+			else
+				kill_sandbox(f);
+		} else if (sig != SIGWINCH) {
+			send_to_init(f, KIWI_SYNC_SIGNAL, sig);
+		}
+	}
+}
+
+static void on_input(struct follow *f)
+{
+	if (kiwi_pty_input_read(&f->in) == KIWI_PTY_INPUT_HANGUP)
+		hang_up(f);
 }
 
 static void on_init_gone(struct follow *f)
@@ -214,6 +297,8 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 	int r = kiwi_sync_recv_fd(f->sock, m, MSG_DONTWAIT, &fd);
 	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_AUDIT_FD && f->audit_fd < 0 && f->cfg->net_audit)
 		f->audit_fd = TAKE_FD(fd);
+	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_PTY)
+		on_pty(f, TAKE_FD(fd));
 	if (fd >= 0)
 		close(fd);
 	return r;
@@ -226,7 +311,7 @@ static void read_audit(struct follow *f)
 }
 
 /* #2, #3: follow the sandbox until pid 1 is gone and both output pipes
- * are drained, so that nothing written before a kill is lost. */
+ * (or the pty) are drained, so that nothing written before a kill is lost. */
 static int register_sandbox(struct follow *f, pid_t pid);
 
 /* The registry entry is made lazily, once the sandbox has lived
@@ -253,15 +338,18 @@ static int poll_timeout(struct follow *f)
 
 static int follow(struct follow *f)
 {
-	struct pollfd pfd[8];
+	struct pollfd pfd[10];
 	struct kiwi_sync_msg m;
 	while (!f->init_gone || f->out.read_fd >= 0 || f->errout.read_fd >= 0) {
-		int fds[8] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
-			       f->timerfd, f->out.read_fd, f->errout.read_fd,
-			       f->egress ? kiwi_egress_audit_fd(f->egress) : -1, f->audit_fd };
-		for (int i = 0; i < 8; i++)
-			pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-		if (poll(pfd, 8, poll_timeout(f)) < 0 && errno != EINTR)
+		bool relay = f->master >= 0 && !f->init_gone;
+		int fds[10] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
+				f->timerfd, f->out.read_fd, f->errout.read_fd,
+				f->egress ? kiwi_egress_audit_fd(f->egress) : -1, f->audit_fd,
+				relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
+				relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1 };
+		for (int i = 0; i < 10; i++)
+			pfd[i] = (struct pollfd){ .fd = fds[i], .events = i == 9 ? POLLOUT : POLLIN };
+		if (poll(pfd, 10, poll_timeout(f)) < 0 && errno != EINTR)
 			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
 		if (pfd[4].revents)
 			on_output(f, &f->out);
@@ -272,6 +360,10 @@ static int follow(struct follow *f)
 			if (r > 0)
 				on_message(f, &m);
 		}
+		if (pfd[8].revents && f->master >= 0)
+			on_input(f);
+		if (pfd[9].revents && f->master >= 0)
+			kiwi_pty_input_write(&f->in);
 		if (pfd[1].revents)
 			on_signal(f);
 		if (pfd[3].revents)
@@ -373,12 +465,13 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
 		return kiwi_error(f->err, errno, "socketpair", "cannot create the sync socket");
 	f->sock = sp[0];
-	_cleanup_close_ int devnull = cfg->stdin_null ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+	_cleanup_close_ int devnull = cfg->stdin_null && !cfg->tty ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
 	struct kiwi_init_args args = {
 		.cfg = cfg, .sock = sp[1], .stdin_fd = devnull,
 		.stdout_fd = f->out.write_fd, .stderr_fd = f->errout.write_fd,
 	};
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
+	kiwi_pty_caller_winsize(STDIN_FILENO, cfg->stdout_dest, &args.winsize);
 	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, f->cg ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
@@ -419,10 +512,17 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			struct kiwi_cgroup *cg, kiwi_err *err)
 {
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
-			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1 };
+			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1,
+			    .master = -1 };
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
-	if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
-	    kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
+	if (cfg->tty) {
+		/* The pty merges stdout and stderr: one stream, counted as
+		 * stdout, read from the master once pid 1 sends it. */
+		f.out = (struct kiwi_output){ .read_fd = -1, .write_fd = -1, .dest_fd = cfg->stdout_dest,
+					      .limit = limit };
+		f.errout = (struct kiwi_output){ .read_fd = -1, .write_fd = -1, .dest_fd = -1 };
+	} else if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
+		   kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
 		kiwi_output_close(&f.out);
 		kiwi_output_close(&f.errout);
 		return -1;
@@ -440,18 +540,23 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	sigemptyset(&fwd);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaddset(&fwd, forwarded_signals[i]);
+	if (cfg->tty)
+		sigaddset(&fwd, SIGWINCH);  /* not forwarded: resizes the pty */
 	sigprocmask(SIG_BLOCK, &fwd, &old);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
 	kiwi_registry_remove(f.reg);
+	/* Before anything is printed, on every path: the signals that would
+	 * end kiwi-run are blocked above and arrive here as a return. */
+	kiwi_term_restore(&f.term);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &saved[i], NULL);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	kiwi_output_close(&f.out);
 	kiwi_output_close(&f.errout);
-	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd };
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

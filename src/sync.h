@@ -18,6 +18,7 @@ enum kiwi_sync_type {
 	KIWI_SYNC_KILL,           /* parent -> init  signal value to every process */
 	KIWI_SYNC_AUDIT_FD,       /* init -> parent  before #2: the network audit's
 				   * NFLOG socket rides along (SCM_RIGHTS) */
+	KIWI_SYNC_PTY,            /* init -> parent  #2: the pty master rides along */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* a writable tmpfs had no space left at the end */

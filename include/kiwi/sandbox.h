@@ -48,6 +48,12 @@ struct kiwi_sandbox_config {
 	uint64_t output_limit;
 	bool output_limit_kill;   /* kill the sandbox once a stream passes the limit */
 	struct kiwi_tail *stdout_tail, *stderr_tail;  /* NULL, or keep each stream's last bytes */
+	/* A pseudo-terminal of the sandbox's own devpts is the command's
+	 * stdin, stdout, stderr and controlling terminal (stdin_null and
+	 * stderr_dest unused). kiwi-run relays its stdin to it, in raw mode
+	 * when that is a terminal, and its output to stdout_dest, as one
+	 * stream bounded by output_limit. */
+	bool tty;
 
 	uint64_t timeout_ns;      /* wall clock from exec; 0: none */
 	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
