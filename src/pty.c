@@ -85,8 +85,8 @@ void kiwi_pty_input_init(struct kiwi_pty_input *in, int in_fd, int master)
 {
 	in->in_fd = in_fd;
 	in->master = master;
-	in->in_is_tty = isatty(in_fd);
-	in->done = false;
+	/* Only a terminal is relayed: see kiwi/pty.h. */
+	in->done = !isatty(in_fd);
 	in->off = in->len = 0;
 }
 
@@ -98,18 +98,6 @@ bool kiwi_pty_input_wants_read(const struct kiwi_pty_input *in)
 bool kiwi_pty_input_wants_write(const struct kiwi_pty_input *in)
 {
 	return in->len > in->off;
-}
-
-/* The end-of-file character of the pty as the program set it (^D unless
- * changed); nothing when the program turned canonical mode off. */
-static void queue_eof(struct kiwi_pty_input *in)
-{
-	struct termios t;
-	if (tcgetattr(in->master, &t) == 0 && (t.c_lflag & ICANON) && t.c_cc[VEOF] != _POSIX_VDISABLE) {
-		in->buf[0] = (char)t.c_cc[VEOF];
-		in->off = 0;
-		in->len = 1;
-	}
 }
 
 enum kiwi_pty_input_state kiwi_pty_input_read(struct kiwi_pty_input *in)
@@ -124,11 +112,9 @@ enum kiwi_pty_input_state kiwi_pty_input_read(struct kiwi_pty_input *in)
 		in->len = (size_t)n;
 		return KIWI_PTY_INPUT_OPEN;
 	}
+	/* A terminal reads 0 or EIO only once it is gone. */
 	in->done = true;
-	if (in->in_is_tty)
-		return KIWI_PTY_INPUT_HANGUP;
-	queue_eof(in);
-	return KIWI_PTY_INPUT_OPEN;
+	return KIWI_PTY_INPUT_HANGUP;
 }
 
 void kiwi_pty_input_write(struct kiwi_pty_input *in)

@@ -47,11 +47,15 @@ void kiwi_term_restore(struct kiwi_term *t);
 /* Input from kiwi-run's stdin to the master, through a small buffer so that
  * a program that does not read never blocks kiwi-run. Poll in_fd for
  * POLLIN while kiwi_pty_input_wants_read(), the master for POLLOUT while
- * kiwi_pty_input_wants_write(). */
+ * kiwi_pty_input_wants_write().
+ * Only a terminal is relayed. A stdin that is not one (a pipe, a file,
+ * /dev/null) gives the pty no input at all, as `docker run -t` without -i
+ * does: a pipe's end cannot be told to a program reliably through a pty
+ * (^D is lost when a line editor switches the mode between the write and
+ * the read), and a half-delivered input would be worse than none. */
 struct kiwi_pty_input {
 	int in_fd;          /* not owned */
 	int master;         /* not owned */
-	bool in_is_tty;
 	bool done;          /* no more input will be taken */
 	size_t off, len;
 	char buf[4096];
@@ -65,9 +69,7 @@ enum kiwi_pty_input_state {
 void kiwi_pty_input_init(struct kiwi_pty_input *in, int in_fd, int master);
 bool kiwi_pty_input_wants_read(const struct kiwi_pty_input *in);
 bool kiwi_pty_input_wants_write(const struct kiwi_pty_input *in);
-/* Reads what in_fd holds. At the end of a stdin that is not a terminal (a
- * pipe, a file) the pty's end-of-file character is queued once, so that
- * the program reading sees the end of its input, as script(1) does. */
+/* Reads what in_fd holds; HANGUP when the terminal is gone. */
 enum kiwi_pty_input_state kiwi_pty_input_read(struct kiwi_pty_input *in);
 /* Writes what is queued to the master; a master whose slave is gone drops it. */
 void kiwi_pty_input_write(struct kiwi_pty_input *in);

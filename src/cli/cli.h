@@ -24,6 +24,7 @@ int kiwi_cmd_policy(int argc, char **argv);
  * flags first. kiwi_cli_is_oci() says whether argv asks for it. */
 int kiwi_cmd_oci(int argc, char **argv);
 bool kiwi_cli_is_oci(int argc, char **argv);
+int kiwi_cmd_shell(int argc, char **argv);
 
 /* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
 void kiwi_cli_print_error(const kiwi_err *err);

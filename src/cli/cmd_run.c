@@ -228,13 +228,51 @@ int run_session_open_verdict(struct run_session *s)
 	return 0;
 }
 
+int run_args_tty_env(struct run_args *a)
+{
+	/* The one thing of the caller's environment a terminal session needs:
+	 * what the terminal at the other end of the relay understands. */
+	static char term[128];
+	const char *t = getenv("TERM");
+	for (size_t i = 0; i < a->n_user_env; i++)
+		if (!strncmp(a->user_env[i], "TERM=", 5))
+			return 0;  /* --env TERM= wins */
+	snprintf(term, sizeof(term), "TERM=%s", t && *t && strlen(t) < sizeof(term) - 5 ? t : "xterm");
+	return run_args_add_env(a, term);
+}
+
+enum { OPT_TTY = RUN_OPT_EXTRA };
+
+static const struct option run_own_options[] = {
+	{ "tty", no_argument, NULL, OPT_TTY },
+	{ 0 },
+};
+
+static int take_run_option(void *ctx, struct run_args *a, int opt, const char *value)
+{
+	(void)ctx;
+	(void)value;
+	if (opt == OPT_TTY)
+		a->cfg.tty = true;
+	return 0;
+}
+
 int kiwi_cmd_run(int argc, char **argv)
 {
 	_cleanup_(run_session_release) struct run_session s;
 	run_session_init(&s, "run");
-	int r = run_args_parse(argc, argv, &s.a, NULL);
+	const struct run_extra own = {
+		.options = run_own_options,
+		.take = take_run_option,
+		.usage = "  --tty                 a terminal inside, relayed to ours (see kiwi-run-shell(1))\n",
+	};
+	int r = run_args_parse(argc, argv, &s.a, &own);
 	if (r != 0)
 		return r == -2 ? 0 : KIWI_EXIT_FAILED;
+	if (s.a.cfg.tty && run_args_tty_env(&s.a) < 0) {
+		kiwi_cli_print_error(&s.a.err);
+		return KIWI_EXIT_FAILED;
+	}
 	if (run_session_open_verdict(&s) < 0)
 		return KIWI_EXIT_FAILED;
 	bool failed = run_session_prepare(&s) < 0 || kiwi_sandbox_run(&s.a.cfg, &s.res, &s.err) < 0;

@@ -24,6 +24,7 @@ static const struct {
 	{ "kill", kiwi_cmd_kill, "send a signal to a running sandbox" },
 	{ "doctor", kiwi_cmd_doctor, "check what this host offers kiwi-run" },
 	{ "policy", kiwi_cmd_policy, "check a policy file and print the effective policy" },
+	{ "shell", kiwi_cmd_shell, "an interactive shell in a fresh sandbox" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)

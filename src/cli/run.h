@@ -64,6 +64,8 @@ int run_args_parse(int argc, char **argv, struct run_args *a, const struct run_e
 void run_args_release(struct run_args *a);
 int run_args_add_bind(struct run_args *a, const char *source, const char *dest, bool read_only);
 int run_args_add_env(struct run_args *a, const char *kv);
+/* --tty: TERM for the session, the caller's (or xterm) unless --env set it. */
+int run_args_tty_env(struct run_args *a);
 /* One of run's flags, set from a configuration file as if given on the
  * command line ("memory", "2G"); only the sandbox bounds are accepted. */
 int run_args_set_bound(struct run_args *a, const char *flag, const char *value);
