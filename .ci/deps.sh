@@ -7,7 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
   libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libyajl-dev libcriterion-dev
   libarchive-dev libssl-dev
-  busybox-static iproute2 nftables procps util-linux passwd python3 python3-pytest mandoc git strace
+  busybox-static iproute2 nftables procps util-linux passwd python3 python3-pytest mandoc git strace tmux
   crun bubblewrap hyperfine linux-perf
   qemu-system-x86 cpio kmod xz-utils zstd
   umoci skopeo debootstrap
