@@ -131,7 +131,11 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const dev_opts[] = { "mode", "0755", "size", "256k", NULL };
-	/* Every devpts mount is a new instance since Linux 4.7. */
+	/* Every devpts mount is a new instance since Linux 4.7. No gid=: a
+	 * slave gets its opener's gid (pid 1's, 0 inside), while the host's
+	 * tty group (5) is not mapped in a rootless sandbox and the mount
+	 * would fail. ptmxmode 0666: --tty's pid 1 opens pts/ptmx after
+	 * dropping its capabilities. */
 	static const char *const pts_opts[] = { "ptmxmode", "0666", "mode", "0620", NULL };
 	const char *const shm_opts[] = { "mode", "1777", size ? "size" : NULL, size, NULL };
 	static const char *const links[][2] = {

@@ -4,9 +4,14 @@ them: typing, resizing, ^C, job control, ^D, and the terminal given back
 cooked on every way out."""
 import os
 import re
+import shutil
 import signal
+import subprocess
+from pathlib import Path
 
-from conftest import assert_cooked
+import pytest
+
+from conftest import REPO, assert_cooked
 
 
 def shell(kiwi, *opts):
@@ -134,3 +139,44 @@ def test_shell_refuses_a_stdin_that_is_not_a_terminal(kiwi):
     r = kiwi.raw(["shell", "--rootfs", kiwi.rootfs], input="echo hi\n")
     assert r.returncode == 125, r
     assert r.stderr.count("\n") == 1 and "stdin is not a terminal" in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="session")
+def kiwi_rootfs(binaries):
+    """kiwi-rootfs beside the copied kiwi-run, where kiwi-run looks for it."""
+    run = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
+    src = Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
+    if not src.is_file():
+        pytest.skip(f"kiwi-rootfs is not built at {src}")
+    dest = Path(binaries[0]).parent / "kiwi-rootfs"
+    shutil.copy2(src, dest)
+    dest.chmod(0o755)
+    return dest
+
+
+def _pack(kiwi_rootfs, rootfs, out, *entrypoint):
+    args = [a for e in entrypoint for a in ("--entrypoint", e)]
+    r = subprocess.run([str(kiwi_rootfs), "pack", str(rootfs), f"{out}:t", *args],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for root, dirs, files in os.walk(out):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.mark.parametrize("entrypoint, shell_inside", [
+    (["/bin/ash"], "/bin/ash"),                   # a shell alone: the image's
+    (["/bin/echo", "not-a-shell"], "/bin/sh"),    # anything else: /bin/sh
+])
+def test_image_shell(kiwi, pane, kiwi_rootfs, rootfs, session_dir, entrypoint, shell_inside):
+    layout = session_dir / f"layout-{entrypoint[-1].strip('/').replace('/', '-')}"
+    if not layout.exists():
+        _pack(kiwi_rootfs, rootfs, layout, *entrypoint)
+    cache = kiwi.workdir()
+    started(pane, [*kiwi.prefix, kiwi.binary, "shell", "--image", f"{layout}:t",
+                   "--image-cache", cache])
+    pane.run_line("echo shell=$0", rf"^shell={shell_inside}\s*$")
+    pane.keys("C-d")
+    assert_cooked(pane, 0)
