@@ -184,6 +184,46 @@ class Pane:
                         return int(pid)
         return None
 
+    def ctrl_d(self, after=0):
+        """^D once the shell shows its prompt again: its line editor then has
+        the terminal raw and reads ^D itself (sent while the terminal is
+        still cooked, ^D would become a NUL when the editor switches)."""
+        deadline = time.monotonic() + WAIT
+        while not ((t := self.screen().rstrip()).endswith("#") and len(t) > after):
+            if time.monotonic() > deadline:
+                pytest.fail(f"no prompt; the screen:\n{self.screen()}")
+            time.sleep(0.05)
+        self.keys("C-d")
+
+    def wait_foreground(self, name):
+        """Waits until a process called NAME under kiwi-run leads the
+        foreground process group of its terminal: only then is a ^C or ^Z
+        a signal to it (typed earlier, while the shell's line editor still
+        has the terminal raw, it would be a plain byte, for a person too)."""
+        top = self.kiwi_pid()
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            procs = {}
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        comm_end = (stat := f.read()).rindex(")")
+                except (OSError, ValueError):
+                    continue
+                fields = stat[comm_end + 2:].split()
+                procs[int(d)] = (stat[stat.index("(") + 1:comm_end], int(fields[1]), int(fields[2]),
+                                 int(fields[5]))  # comm, ppid, pgrp, tpgid
+            for pid, (comm, _, pgrp, tpgid) in procs.items():
+                up = pid
+                while up in procs and up != top:
+                    up = procs[up][1]
+                if comm == name and up == top and pgrp == tpgid:
+                    return pid
+            time.sleep(0.05)
+        pytest.fail(f"no {name} in the foreground under kiwi-run; the screen:\n{self.screen()}")
+
     def finished(self):
         """(kiwi-run's exit status, bytes queued in the terminal, the
         terminal's mode flags, mode before, mode after) once it ended."""

@@ -36,8 +36,9 @@ def test_typing_and_own_terminal(kiwi, pane):
     pane.run_line("tty; ls /dev/pts | tr '\\n' ' '; echo", r"^/dev/pts/(\d+)\s*\n0 ptmx\s*$")
     pane.run_line("[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-$((2*3))-ttys", r"^all-6-ttys")
     pane.run_line("echo TERM=$TERM", r"^TERM=\S+")
-    pane.run_line("(exit 3)", r"# $")
-    pane.keys("C-d")
+    start = len(pane.screen().rstrip())
+    pane.type("(exit 3)")
+    pane.ctrl_d(after=start + len(" (exit 3)"))
     assert_cooked(pane, 3)
 
 
@@ -50,7 +51,7 @@ def test_window_size_follows(kiwi, pane):
     rows2, cols2 = pane.size()
     assert (rows2, cols2) != (rows, cols)
     pane.run_line("stty size", rf"^{rows2} {cols2}\s*$")
-    pane.keys("C-d")
+    pane.ctrl_d()
     assert_cooked(pane, 0)
 
 
@@ -61,7 +62,7 @@ def test_ctrl_c_reaches_the_program_not_kiwi_run(kiwi, pane):
     assert pid
     start = len(pane.screen().rstrip())
     pane.type("sleep 100")
-    pane.wait_for(r"sleep 100\s*$", start)
+    pane.wait_foreground("sleep")
     pane.keys("C-c")
     pane.wait_for(r"\^C", start)
     pane.run_line("echo back-$((5*5))", r"^back-25")
@@ -74,17 +75,18 @@ def test_job_control(kiwi, pane):
     """A session leader with the pty as its controlling terminal: jobs,
     fg, ^Z and bg work in the shell inside."""
     started(pane, shell(kiwi))
-    pane.run_line("sleep 100 &", r"# $")
+    pane.run_line("sleep 100 & echo started-$((2*4))", r"^started-8")
     pane.run_line("jobs", r"\[1\]\+\s+Running\s+sleep 100")
     start = len(pane.screen().rstrip())
     pane.type("fg")
     pane.wait_for(r"^sleep 100\s*$", start)
+    pane.wait_foreground("sleep")
     pane.keys("C-z")
     pane.wait_for(r"\[1\]\+\s+Stopped\s+sleep 100", start)
     pane.run_line("jobs", r"\[1\]\+\s+Stopped\s+sleep 100")
     pane.run_line("bg; jobs", r"\[1\]\+\s+Running\s+sleep 100")
     pane.run_line("kill %1; wait; echo reaped-$((3*3))", r"^reaped-9")
-    pane.keys("C-d")
+    pane.ctrl_d()
     assert_cooked(pane, 0)
 
 
@@ -130,7 +132,7 @@ def test_workspace_is_bound_and_the_start(kiwi, pane):
     started(pane, shell(kiwi, "--workspace", work))
     pane.run_line("pwd; cat in-host", r"^/workspace\s*\nfrom the host")
     pane.run_line("echo made-inside > made && echo wrote-$((4*4))", r"^wrote-16")
-    pane.keys("C-d")
+    pane.ctrl_d()
     assert_cooked(pane, 0)
     assert (work / "made").read_text() == "made-inside\n"
 
@@ -178,5 +180,5 @@ def test_image_shell(kiwi, pane, kiwi_rootfs, rootfs, session_dir, entrypoint, s
     started(pane, [*kiwi.prefix, kiwi.binary, "shell", "--image", f"{layout}:t",
                    "--image-cache", cache])
     pane.run_line("echo shell=$0", rf"^shell={shell_inside}\s*$")
-    pane.keys("C-d")
+    pane.ctrl_d()
     assert_cooked(pane, 0)
