@@ -161,6 +161,7 @@ static int start(struct helper_session *s, kiwi_err *err)
 	s->sandbox_slot = helper_quota_take("sandboxes", s->uid, s->rule.max_sandboxes, err);
 	if (s->sandbox_slot < 0)
 		return -1;
+	s->ops_left = s->rule.ops;
 	return helper_drop_to_caller(s->uid, s->gid, helper_caps_for(s->rule.ops), err);
 }
 

@@ -29,8 +29,11 @@ uint64_t helper_caps_for(unsigned ops)
 	uint64_t caps = 0;
 	if (ops & KIWI_HELPER_OP_IDMAP)
 		caps |= BIT(CAP_SETUID) | BIT(CAP_SETGID);
+	/* CAP_SETUID here too: back from euid 0 to the caller after
+	 * helper_root_begin() is a change to an id we no longer hold. It
+	 * adds little: with ruid 0 we may take euid 0 without it anyway. */
 	if (ops & (KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH))
-		caps |= BIT(CAP_NET_ADMIN);
+		caps |= BIT(CAP_NET_ADMIN) | BIT(CAP_SETUID);
 	return caps;
 }
 

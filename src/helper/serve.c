@@ -160,11 +160,16 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 	if (!(s->rule.ops & req.op))
 		return kiwi_error(err, EPERM, "policy", "%s is not allowed for you by the helper config",
 				  kiwi_helper_op_name(req.op));
+	if (!(s->ops_left & req.op))
+		return kiwi_error(err, EEXIST, "request", "%s was done already", kiwi_helper_op_name(req.op));
 	switch (req.op) {
 	case KIWI_HELPER_OP_IDMAP:
-		if (bind_sandbox(s, m, err) < 0)
+		if (bind_sandbox(s, m, err) < 0 || helper_idmap(&s->sb, &req, &s->ids, err) < 0)
 			return -1;
-		return helper_idmap(&s->sb, &req, &s->ids, err);
+		/* A map is written once: CAP_SETGID goes for good, CAP_SETUID
+		 * too unless egress still needs it. */
+		s->ops_left &= ~(unsigned)KIWI_HELPER_OP_IDMAP;
+		return helper_caps_limit(helper_caps_for(s->ops_left), err);
 	case KIWI_HELPER_OP_EGRESS_PREPARE:
 		if (m->n_fds)
 			return kiwi_error(err, EINVAL, "request", "egress-prepare takes no fd");

@@ -11,6 +11,7 @@ struct helper_session {
 	uid_t uid;
 	gid_t gid;
 	struct kiwi_helper_rule rule;
+	unsigned ops_left;                 /* rule.ops less what was done for good */
 	struct helper_idmap_allowed ids;
 	int sandbox_slot, veth_slot;       /* quota locks */
 	struct helper_sandbox sb;          /* bound by the first request naming one */

@@ -114,3 +114,40 @@ def test_a_caller_ptracing_before_exec_gets_no_privilege(clients, users, helper)
         pytest.skip("strace is not installed")
     assert r.returncode != 0
     assert "not running as root" in r.stderr, r.stderr
+
+
+def status_of(pid):
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        fields[k] = v.split()
+    return fields
+
+
+CAP_SETGID, CAP_SETUID, CAP_NET_ADMIN = 6, 7, 12
+
+
+@pytest.mark.parametrize("user,caps", [
+    ("kiwi-test", (1 << CAP_SETGID) | (1 << CAP_SETUID) | (1 << CAP_NET_ADMIN)),   # idmap and egress
+    ("kiwi-test2", (1 << CAP_SETGID) | (1 << CAP_SETUID)),                         # idmap only
+])
+def test_only_the_capabilities_its_operations_need(clients, users, user, caps):
+    c = clients(user)
+    pid = c.start()
+    assert c.request({"op": "nothing"})["ok"] is False   # serving: the drop is done
+    st = status_of(pid)
+    uid = str(users[user].pw_uid)
+    assert st["Uid"] == ["0", uid, "0", uid], st["Uid"]   # real, effective, saved, fs
+    assert st["NoNewPrivs"] == ["1"]
+    for s in ("CapPrm", "CapEff", "CapBnd"):
+        assert int(st[s][0], 16) == caps, (s, st[s])
+    assert int(st["CapInh"][0], 16) == 0 and int(st["CapAmb"][0], 16) == 0
+    # the map is written once: CAP_SETGID goes with it
+    sb = c.call("sandbox")
+    assert c.request(idmap(users, user), [{"sandbox": sb["id"]}]) == {"ok": True}
+    st = status_of(pid)
+    # (CAP_SETUID stays with egress: the way back from euid 0 needs it)
+    left = caps & ~(1 << CAP_SETGID) if caps & (1 << CAP_NET_ADMIN) else 0
+    assert int(st["CapPrm"][0], 16) == left and int(st["CapEff"][0], 16) == left, st["CapPrm"]
+    ans = c.request(idmap(users, user), [{"sandbox": sb["id"]}])
+    assert ans["ok"] is False and "done already" in ans["error"], ans

@@ -125,7 +125,8 @@ def test_one_helper_serves_one_sandbox(clients, users):
     c.start()
     a, b = c.call("sandbox"), c.call("sandbox")
     assert c.request(idmap(users), [{"sandbox": a["id"]}]) == {"ok": True}
-    refused(c.request(idmap(users), [{"sandbox": b["id"]}]), "another sandbox")
+    refused(c.request(idmap(users), [{"sandbox": b["id"]}]), "done already")
+    refused(c.request({"op": "egress-attach"}, [{"sandbox": b["id"]}]), "another sandbox")
     assert maps_of(b["pid"]) == ("", "")
 
 
