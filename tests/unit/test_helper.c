@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-helper's pure parts: which ids a caller may map, its subid lines,
+ * its rule in the admin config, and the request parser. The edges are the
+ * point: one id past a range, host id 0, the first rule that matches. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "kiwi/helper.h"
+
+static const gid_t groups[] = { 27, 1500 };
+static const struct kiwi_helper_caller svc = {
+	.uid = 1000, .gid = 1000, .name = "svc", .groups = groups, .n_groups = 2,
+};
+
+Test(helper_ids, extents_inside_one_allotted_range_only)
+{
+	const struct kiwi_id_range r[] = { { 100000, 65536 }, { 300000, 10 } };
+	const struct {
+		struct kiwi_id_extent e;
+		bool ok;
+	} cases[] = {
+		{ { 0, 1000, 1 }, true },            /* its own id alone */
+		{ { 0, 1000, 2 }, false },           /* its own id and the next */
+		{ { 0, 0, 1 }, false },              /* host root */
+		{ { 1, 100000, 65536 }, true },      /* the whole range */
+		{ { 1, 100000, 65537 }, false },     /* one past its end */
+		{ { 1, 99999, 2 }, false },          /* one before its start */
+		{ { 1, 165535, 1 }, true },          /* its last id */
+		{ { 1, 300000, 10 }, true },
+		{ { 1, 165530, 134480 }, false },    /* spanning two ranges and the gap */
+		{ { 1, 100000, 0 }, false },         /* empty */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		cr_expect_eq(kiwi_id_extent_allowed(&cases[i].e, 1000, r, 2), cases[i].ok, "case %zu", i);
+}
+
+Test(helper_ids, subid_lines_of_the_caller_only)
+{
+	const char text[] = "svc:100000:65536\n"
+			    "other:200000:65536\n"
+			    "1000:300000:10\n"
+			    "svc:0:10\n"                  /* would hold host root */
+			    "svc:4294967290:10\n"         /* overflows */
+			    "svc:abc:10\n"
+			    "svc:5\n"
+			    "svcx:400000:1\n"
+			    "svc:500000:7";               /* no final newline */
+	struct kiwi_id_range r[8];
+	size_t n = 0;
+	kiwi_subid_parse(text, strlen(text), &svc, r, 8, &n);
+	cr_assert_eq(n, 3);
+	cr_expect(r[0].start == 100000 && r[0].count == 65536);
+	cr_expect(r[1].start == 300000 && r[1].count == 10);
+	cr_expect(r[2].start == 500000 && r[2].count == 7);
+	n = 0;
+	kiwi_subid_parse(text, strlen(text), &svc, r, 1, &n);
+	cr_expect_eq(n, 1, "stops at max");
+}
+
+static int group_1500(const char *name, gid_t *gid)
+{
+	if (strcmp(name, "kiwi"))
+		return -1;
+	*gid = 1500;
+	return 0;
+}
+
+static int parse_config(const char *text, struct kiwi_helper_rule *rule, kiwi_err *err)
+{
+	return kiwi_helper_config_parse(text, strlen(text), &svc, group_1500, rule, err);
+}
+
+Test(helper_config, first_matching_rule_wins)
+{
+	struct kiwi_helper_rule rule;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"other\",\"operations\":[\"egress\"]},"
+				  "{\"group\":\"kiwi\",\"operations\":[\"idmap\"],\"max_sandboxes\":2},"
+				  "{\"user\":1000,\"operations\":[\"idmap\",\"egress\"]}]}",
+				  &rule, &err), 1, "%s", err.msg);
+	cr_expect_eq(rule.ops, KIWI_HELPER_OP_IDMAP);
+	cr_expect_eq(rule.max_sandboxes, 2);
+	cr_expect_eq(rule.max_veths, 2, "max_veths defaults to max_sandboxes");
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"operations\":[\"egress\"],"
+				  "\"egress\":[\"host_allowlist\"],\"uids\":[[100000,5]]}]}", &rule, &err), 1);
+	cr_expect_eq(rule.ops, KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH);
+	cr_expect_eq(rule.egress_kinds, 1u << KIWI_EGRESS_HOST_ALLOWLIST);
+	cr_expect(rule.n_uids == 1 && rule.uids[0].start == 100000 && rule.uids[0].count == 5);
+	cr_expect_eq(parse_config("{\"rules\":[{\"user\":\"other\"},{\"group\":99}]}", &rule, &err), 0);
+}
+
+Test(helper_config, mistakes_are_named)
+{
+	const struct {
+		const char *text, *says;
+	} cases[] = {
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_everything\":1}]}", "max_everything" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"group\":\"kiwi\"}]}", "exactly one" },
+		{ "{\"rules\":[{\"operations\":[\"idmap\"]}]}", "exactly one" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"operations\":[\"mount\"]}]}", "operations" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"uids\":[[0,65536]]}]}", "uids" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"uids\":[[4294967000,1000]]}]}", "uids" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"egress\":[\"everything\"]}]}", "egress" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_sandboxes\":-1}]}", "max_sandboxes" },
+		{ "{\"rule\":[]}", "rule" },
+		{ "{\"rules\":{}}", "rules" },
+		/* a later rule is checked even when an earlier one matched */
+		{ "{\"rules\":[{\"user\":\"svc\"},{\"user\":\"x\",\"typo\":1}]}", "typo" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kiwi_helper_rule rule;
+		kiwi_err err = { 0 };
+		cr_expect_eq(parse_config(cases[i].text, &rule, &err), -1, "case %zu", i);
+		cr_expect(strstr(err.msg, cases[i].says), "case %zu: `%s` should name %s", i, err.msg, cases[i].says);
+	}
+}
+
+static int parse_request(const char *text, struct kiwi_helper_request *req, kiwi_err *err)
+{
+	return kiwi_helper_request_parse(text, strlen(text), req, err);
+}
+
+Test(helper_request, idmap_and_egress)
+{
+	struct kiwi_helper_request req;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_request("{\"op\":\"idmap\",\"uid_map\":[[0,1000,1],[1,100000,65536]],"
+				   "\"gid_map\":[[0,1000,1]]}", &req, &err), 0, "%s", err.msg);
+	cr_expect(req.op == KIWI_HELPER_OP_IDMAP && req.n_uid_map == 2 && req.n_gid_map == 1);
+	cr_expect(req.uid_map[1].inside == 1 && req.uid_map[1].outside == 100000 && req.uid_map[1].count == 65536);
+	cr_assert_eq(parse_request("{\"op\":\"egress-prepare\",\"egress\":\"public_internet\","
+				   "\"allow-cidr\":[\"192.0.2.0/24\"],\"allow-port\":\"443\",\"dns\":\"192.0.2.53\"}",
+				   &req, &err), 0, "%s", err.msg);
+	cr_expect(req.egress.n_allow_cidrs == 1 && req.egress.n_allow_ports == 1 && req.egress.dns);
+	cr_expect_eq(req.egress.audit_path, NULL);
+}
+
+Test(helper_request, refusals)
+{
+	const struct {
+		const char *text, *says;
+	} cases[] = {
+		{ "{\"op\":\"mount\"}", "unknown op" },
+		{ "{\"uid_map\":[]}", "\"op\"" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,1000,1]]}", "both" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,1,1],[1,2,1],[2,3,1],[3,4,1],[4,5,1],[5,6,1]],"
+		  "\"gid_map\":[[0,1,1]]}", "more than 5" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,4294967290,10]],\"gid_map\":[[0,1,1]]}", "overflows" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,1000,0]],\"gid_map\":[[0,1,1]]}", "empty" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,-1,1]],\"gid_map\":[[0,1,1]]}", "extent 0" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,1000]],\"gid_map\":[[0,1,1]]}", "extent 0" },
+		{ "{\"op\":\"idmap\",\"uid_map\":[[0,1000,1]],\"gid_map\":[[0,1,1]],\"x\":1}", "unknown key" },
+		{ "{\"op\":\"egress-prepare\",\"egress-audit\":\"/etc/shadow\"}", "egress-audit" },
+		{ "{\"op\":\"egress-prepare\",\"egress-pool\":\"10.0.0.0/8\"}", "egress-pool" },
+		{ "{\"op\":\"egress-prepare\",\"allow-cidr\":[1]}", "item 0" },
+		{ "{\"op\":\"egress-attach\",\"uid_map\":[]}", "unknown key" },
+		{ "[]", "object" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kiwi_helper_request req;
+		kiwi_err err = { 0 };
+		cr_expect_eq(parse_request(cases[i].text, &req, &err), -1, "case %zu", i);
+		cr_expect(strstr(err.msg, cases[i].says), "case %zu: `%s` should name %s", i, err.msg, cases[i].says);
+	}
+}
