@@ -622,7 +622,8 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 		return kiwi_error(err, ENOMEM, "egress", "cannot allocate the binds");
 	binds[0] = (struct kiwi_bind){ .source = net.hosts_path, .dest = "/etc/hosts", .read_only = true };
 	binds[1] = (struct kiwi_bind){ .source = net.resolv_path, .dest = "/etc/resolv.conf", .read_only = true };
-	memcpy(binds + 2, cfg->binds, cfg->n_binds * sizeof(*binds));
+	if (cfg->n_binds)  /* binds may be NULL when there are none */
+		memcpy(binds + 2, cfg->binds, cfg->n_binds * sizeof(*binds));
 	struct kiwi_sandbox_config with_net = *cfg;
 	with_net.binds = binds;
 	with_net.n_binds = cfg->n_binds + 2;
