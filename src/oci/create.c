@@ -296,9 +296,14 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		.console_sock = c->console, .preserve_fds = c->o->preserve_fds, .seccomp = c->seccomp,
 		.state = &c->st,
 	};
-	if (join_pid_namespace(c->cfg, err) < 0) {
+	/* Joining a pid namespace changes only where our children go; we go
+	 * back once the init exists, so that nothing we fork later (a hook,
+	 * a sanitizer's helper thread) lands in it. */
+	bool joins = c->cfg->join_ns & CLONE_NEWPID;
+	_cleanup_close_ int own_pidns = joins ? open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC) : -1;
+	if ((joins && own_pidns < 0) || join_pid_namespace(c->cfg, err) < 0) {
 		close(sp[1]);
-		return -1;
+		return err->step[0] ? -1 : kiwi_error(err, errno, "namespaces", "cannot open our pid namespace");
 	}
 	c->pid = kiwi_spawn(c->cfg->new_ns, c->cg ? kiwi_cgroup_fd(c->cg) : -1, &c->pidfd, err);
 	if (c->pid == 0) {
@@ -306,6 +311,8 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		kiwi_oci_init_main(&args);
 	}
 	close(sp[1]);
+	if (joins && setns(own_pidns, CLONE_NEWPID) < 0 && c->pid > 0)
+		return kiwi_error(err, errno, "namespaces", "cannot return to our pid namespace");
 	return c->pid < 0 ? -1 : 0;
 }
 

@@ -234,6 +234,8 @@ static int become_process(struct exec_ctx *c, char *prog, size_t len, kiwi_err *
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	if ((c->ns_flags & CLONE_NEWCGROUP) && setns(c->pidfd, CLONE_NEWCGROUP) < 0)
+		return kiwi_error(err, errno, "exec", "cannot join the container's cgroup namespace");
 	if (setsid() < 0)
 		return kiwi_error(err, errno, "exec", "cannot start a session");
 	if (p->terminal && kiwi_oci_setup_console(c->console, p, err) < 0)
@@ -277,7 +279,10 @@ _Noreturn static void join_and_spawn(struct exec_ctx *c, int pid_pipe)
 {
 	kiwi_err err = { 0 };
 	close(c->report[0]);
-	if (setns(c->pidfd, (int)c->ns_flags) < 0) {
+	/* Not the cgroup namespace yet: inside it, CLONE_INTO_CGROUP would
+	 * move C2 from a cgroup outside the namespace's root, which the
+	 * kernel refuses (ENOENT). C2 enters it from the init's cgroup. */
+	if (setns(c->pidfd, (int)(c->ns_flags & ~(uint64_t)CLONE_NEWCGROUP)) < 0) {
 		kiwi_error(&err, errno, "exec", "cannot join the container's namespaces");
 		(void)!write(c->report[1], &err, sizeof(err));
 		_exit(1);

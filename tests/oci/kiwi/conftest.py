@@ -114,7 +114,8 @@ class Oci:
 
     def cli(self, *args, root=True, check=False, **kw):
         argv = self.prefix() + [str(self.kiwi)] + (["--root", str(self.root)] if root else []) + list(args)
-        kw.setdefault("timeout", 30)
+        # The VM lane emulates its CPU: far slower than this host.
+        kw.setdefault("timeout", 300 if os.environ.get("KIWI_VM") else 30)
         # Files, not pipes: a created container's init holds the streams
         # it inherited until it ends, so a pipe would never see EOF.
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

@@ -95,7 +95,8 @@ def test_verify_phase_has_no_network(oci):
     cfg = oci.spec(["cat", "/proc/net/dev"])
     cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"] if n["type"] != "network"]
     host = links(oci, cfg, "n0")
-    assert len(host) > 1, f"the test needs a host with more than lo: {host}"
+    if len(host) == 1:
+        pytest.skip("the host has only lo (the VM lane): nothing to take away")
     cfg["annotations"] = {"io.kiwi.phase": "verify"}
     assert links(oci, cfg, "n1") == ["lo"]
     if oci.mode == "root":
@@ -112,8 +113,10 @@ def test_install_phase_keeps_the_network_only_as_root(oci):
     cfg = oci.spec(["cat", "/proc/net/dev"], annotations={"io.kiwi.phase": "install"})
     cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"] if n["type"] != "network"]
     got = links(oci, cfg, "i1")
+    with open("/proc/net/dev") as f:
+        host_links = len(f.read().splitlines()[2:])
     if oci.mode == "root":
-        assert len(got) > 1, got
+        assert len(got) == host_links, got
     else:
         assert got == ["lo"], "rootless install gets no network"
     cfg["annotations"] = {"io.kiwi.phase": "install", "io.kiwi.egress": "none"}
