@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -53,6 +54,71 @@ void kiwi_pty_caller_winsize(int in_fd, int out_fd, struct winsize *ws)
 	*ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
 }
 
+/* The terminal the handlers below put back, and what they replaced. */
+static struct kiwi_term *guarded;
+static struct sigaction guard_saved[NSIG];
+static bool guard_set[NSIG];
+
+/* Async-signal-safe: tcsetattr is an ioctl, sigaction, kill and raise are
+ * on the POSIX list. */
+static void give_terminal_back(int sig)
+{
+	int saved_errno = errno;
+	struct kiwi_term *t = guarded;
+	if (t)
+		tcsetattr(t->fd, TCSADRAIN, &t->saved);
+	if (sig == SIGTSTP) {
+		kill(getpid(), SIGSTOP);
+		/* Continued: the session goes on, raw again. */
+		if (t)
+			tcsetattr(t->fd, TCSADRAIN, &t->raw_mode);
+	} else {
+		/* The previous action, once the handler returns (a fault then
+		 * recurs and meets it, ASan's report included). */
+		sigaction(sig, &guard_saved[sig], NULL);
+		raise(sig);
+	}
+	errno = saved_errno;
+}
+
+static bool ends_or_stops(int sig)
+{
+	static const int sigs[] = {
+		SIGALRM, SIGVTALRM, SIGPROF, SIGPWR, SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGIO,
+		SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGTSTP,
+	};
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(sigs); i++)
+		if (sigs[i] == sig)
+			return true;
+	return sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
+static void guard_signals(struct kiwi_term *t)
+{
+	struct sigaction sa = { .sa_handler = give_terminal_back };
+	sigset_t blocked;
+	sigprocmask(SIG_SETMASK, NULL, &blocked);
+	sigfillset(&sa.sa_mask);
+	guarded = t;
+	for (int sig = 1; sig < NSIG; sig++) {
+		guard_set[sig] = false;
+		if (!ends_or_stops(sig) || sigismember(&blocked, sig) ||
+		    sigaction(sig, NULL, &guard_saved[sig]) < 0 || guard_saved[sig].sa_handler == SIG_IGN)
+			continue;
+		guard_set[sig] = sigaction(sig, &sa, NULL) == 0;
+	}
+}
+
+static void unguard_signals(void)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		if (guard_set[sig]) {
+			sigaction(sig, &guard_saved[sig], NULL);
+			guard_set[sig] = false;
+		}
+	guarded = NULL;
+}
+
 int kiwi_term_raw(struct kiwi_term *t, int fd, kiwi_err *err)
 {
 	*t = (struct kiwi_term){ .fd = fd };
@@ -60,11 +126,14 @@ int kiwi_term_raw(struct kiwi_term *t, int fd, kiwi_err *err)
 		return 0;
 	if (tcgetattr(fd, &t->saved) < 0)
 		return kiwi_error(err, errno, "tty", "cannot read the terminal's mode");
-	struct termios raw = t->saved;
-	cfmakeraw(&raw);
+	t->raw_mode = t->saved;
+	cfmakeraw(&t->raw_mode);
+	guard_signals(t);
 	/* TCSADRAIN, not TCSAFLUSH: what was typed ahead goes to the sandbox. */
-	if (tcsetattr(fd, TCSADRAIN, &raw) < 0)
+	if (tcsetattr(fd, TCSADRAIN, &t->raw_mode) < 0) {
+		unguard_signals();
 		return kiwi_error(err, errno, "tty", "cannot put the terminal in raw mode");
+	}
 	t->raw = true;
 	return 0;
 }
@@ -78,6 +147,7 @@ void kiwi_term_restore(struct kiwi_term *t)
 	while (tcsetattr(t->fd, TCSADRAIN, &t->saved) < 0 && errno == EINTR)
 		;
 	t->raw = false;
+	unguard_signals();
 	errno = saved;
 }
 

@@ -36,11 +36,19 @@ struct kiwi_term {
 	int fd;
 	bool raw;
 	struct termios saved;
+	struct termios raw_mode;
 };
 
 /* Puts fd into raw mode when it is a terminal (else does nothing):
  * keystrokes, Ctrl-C and Ctrl-Z included, pass as bytes to the sandbox's
- * own line discipline. */
+ * own line discipline.
+ * While it is raw, every signal that would end or stop kiwi-run and that
+ * the caller does not already block (the launcher blocks and forwards
+ * INT, TERM, HUP, QUIT, USR1, USR2) puts the mode back first: the fatal
+ * ones (ALRM, a fault, ABRT, the real-time ones...) then act as before
+ * (the previous handler or the default), and TSTP stops kiwi-run with the
+ * terminal cooked and makes it raw again on SIGCONT. One terminal per
+ * process. Only SIGKILL and SIGSTOP leave it raw. */
 int kiwi_term_raw(struct kiwi_term *t, int fd, kiwi_err *err);
 void kiwi_term_restore(struct kiwi_term *t);
 

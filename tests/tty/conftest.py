@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -145,6 +146,23 @@ class Pane:
 
     def tty(self):
         return self.tmux("display-message", "-p", "#{pane_tty}").stdout.strip()
+
+    def cooked(self):
+        """Whether the pane's terminal is in canonical mode with echo now,
+        as seen from outside (root may open any terminal)."""
+        fd = os.open(self.tty(), os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            lflag = termios.tcgetattr(fd)[3]
+        finally:
+            os.close(fd)
+        return bool(lflag & termios.ICANON) and bool(lflag & termios.ECHO)
+
+    def wait_mode(self, cooked):
+        deadline = time.monotonic() + WAIT
+        while self.cooked() != cooked:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the terminal never became {'cooked' if cooked else 'raw'}")
+            time.sleep(0.05)
 
     def keys(self, *keys):
         r = self.tmux("send-keys", *keys)

@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ def test_typing_and_own_terminal(kiwi, pane):
     """Echo works; the terminal is /dev/pts/N of the sandbox's own devpts,
     which holds nothing else; the shell's ^D exits with the last status."""
     started(pane, shell(kiwi))
+    assert not pane.cooked(), "the caller's terminal is not raw during the session"
     pane.run_line("echo hello-$((1+2))", r"^hello-3")
     pane.run_line("tty; ls /dev/pts | tr '\\n' ' '; echo", r"^/dev/pts/(\d+)\s*\n0 ptmx\s*$")
     pane.run_line("[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-$((2*3))-ttys", r"^all-6-ttys")
@@ -99,6 +101,37 @@ def test_sigterm_to_kiwi_run_restores_the_terminal(kiwi, pane):
     pane.wait_for(r"sleep 100\s*$", start)
     os.kill(pane.kiwi_pid(), signal.SIGTERM)
     assert_cooked(pane, 128 + signal.SIGHUP)
+
+
+def test_other_fatal_signal_restores_the_terminal(kiwi, pane):
+    """A signal kiwi-run does not forward and that kills it (SIGALRM here)
+    still gives the terminal back first."""
+    started(pane, shell(kiwi))
+    os.kill(pane.kiwi_pid(), signal.SIGALRM)
+    assert_cooked(pane, 128 + signal.SIGALRM)
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_stopped_kiwi_run_leaves_the_terminal_cooked(kiwi, pane):
+    """SIGTSTP from outside stops kiwi-run with the terminal cooked, and
+    SIGCONT makes it raw again and the session goes on."""
+    started(pane, shell(kiwi))
+    pid = pane.kiwi_pid()
+    os.kill(pid, signal.SIGTSTP)
+    deadline = time.monotonic() + 30
+    while _state(pid) != "T":
+        assert time.monotonic() < deadline, "kiwi-run never stopped"
+        time.sleep(0.05)
+    assert pane.cooked()
+    os.kill(pid, signal.SIGCONT)
+    pane.wait_mode(cooked=False)
+    pane.run_line("echo still-$((7*7))", r"^still-49")
+    pane.ctrl_d()
+    assert_cooked(pane, 0)
 
 
 def test_command_killed_restores_the_terminal(kiwi, pane):

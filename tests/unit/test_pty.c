@@ -5,8 +5,10 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <termios.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kiwi/pty.h"
@@ -156,4 +158,31 @@ Test(pty, a_pipe_gives_no_input)
 	close(s);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* A signal that ends the process gives the terminal back first. */
+Test(pty, a_fatal_signal_restores_the_mode)
+{
+	int m, s;
+	open_pair(&m, &s, 24, 80);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct kiwi_term t;
+		kiwi_err e = { 0 };
+		signal(SIGALRM, SIG_DFL);
+		if (kiwi_term_raw(&t, s, &e) < 0)
+			_exit(1);
+		raise(SIGALRM);
+		_exit(2);  /* not reached */
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM, "status %#x", status);
+	struct termios after;
+	cr_assert_eq(tcgetattr(s, &after), 0);
+	cr_assert(after.c_lflag & ICANON);
+	cr_assert(after.c_lflag & ECHO);
+	close(m);
+	close(s);
 }
