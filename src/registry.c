@@ -301,9 +301,13 @@ int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry 
 			snprintf(r->dir, sizeof(r->dir), "%s", d.path);
 			break;
 		}
-		int saved = errno;
+		/* Whatever errno a create in a directory removed under us gives
+		 * (ENOENT from the link; the ASan lane once saw EPERM from the
+		 * O_TMPFILE), a link count of 0 says that is what happened. */
+		struct stat st;
+		bool gone = errno == ENOENT || (fstat(d.fd, &st) == 0 && st.st_nlink == 0);
 		close(d.fd);
-		if (saved != ENOENT || !d.transient || tries == 3)
+		if (!gone || !d.transient || tries == 3)
 			return -1;
 	}
 	*out = TAKE_PTR(r);
