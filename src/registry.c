@@ -145,6 +145,44 @@ int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err)
 	return 0;
 }
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 && p[0] >= 0xc2 ? 2
+		   : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	/* Overlong three- and four-byte forms, surrogates, past U+10FFFF. */
+	if ((n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) ||
+	    (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))))
+		return 0;
+	return n;
+}
+
+void kiwi_registry_set_command(struct kiwi_registry_entry *e, char *const *argv)
+{
+	size_t o = 0, cap = sizeof(e->command) - 1;
+	for (char *const *a = argv; a && *a && o < cap; a++) {
+		if (a != argv)
+			e->command[o++] = ' ';
+		/* JSON holds UTF-8 only: a byte that is not part of a valid
+		 * sequence becomes '?', so one odd argument spoils nothing else. */
+		for (const unsigned char *p = (const unsigned char *)*a; *p && o < cap;) {
+			size_t n = utf8_len(p);
+			if (n == 0 || o + n > cap) {
+				e->command[o++] = '?';
+				p++;
+				continue;
+			}
+			memcpy(e->command + o, p, n);
+			o += n;
+			p += n;
+		}
+	}
+	e->command[o] = '\0';
+}
+
 static bool valid_id(const char *s, size_t min)
 {
 	size_t n = strspn(s, "0123456789abcdef");

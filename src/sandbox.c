@@ -446,9 +446,7 @@ static int register_sandbox(struct follow *f, pid_t pid)
 	snprintf(e.phase, sizeof(e.phase), "%s", cfg->phase ? cfg->phase : "");
 	snprintf(e.cgroup, sizeof(e.cgroup), "%s", f->cg ? kiwi_cgroup_name(f->cg) : "");
 	snprintf(e.network, sizeof(e.network), "%s", cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none");
-	size_t o = 0;
-	for (char *const *a = cfg->argv; *a && o + 1 < sizeof(e.command); a++)
-		o += (size_t)snprintf(e.command + o, sizeof(e.command) - o, "%s%s", o ? " " : "", *a);
+	kiwi_registry_set_command(&e, cfg->argv);
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (kiwi_registry_add(&e, &f->reg, &f->res->registry_error) < 0)
 		return -1;

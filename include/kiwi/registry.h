@@ -44,6 +44,10 @@ struct kiwi_registry;   /* a registration: the locked file and its directory */
 /* A fresh random id, KIWI_REGISTRY_ID_LEN hex digits. */
 int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err);
 
+/* e->command from argv: space-joined, cut to the field, each byte that is
+ * not valid UTF-8 (JSON holds nothing else) replaced by '?'. */
+void kiwi_registry_set_command(struct kiwi_registry_entry *e, char *const *argv);
+
 /* Writes e's state file and keeps it locked until kiwi_registry_remove().
  * The fd is close-on-exec: call it after clone, so no sandbox holds it.
  * (The launcher calls it once the sandbox has lived 100 ms: see

@@ -84,3 +84,23 @@ Test(registry, signals_kill_takes)
 	cr_assert(kiwi_registry_signal_ok(15) && kiwi_registry_signal_ok(9) && kiwi_registry_signal_ok(2));
 	cr_assert(!kiwi_registry_signal_ok(19) && !kiwi_registry_signal_ok(0) && !kiwi_registry_signal_ok(64));
 }
+
+Test(registry, command_keeps_utf8_and_replaces_what_is_not)
+{
+	struct kiwi_registry_entry e = { 0 };
+	char *argv[] = { "sh", "-c", "echo \xc3\xa9t\xc3\xa9", "\xffx\xc3y\xed\xa0\x80z", NULL };
+	kiwi_registry_set_command(&e, argv);
+	cr_assert_str_eq(e.command, "sh -c echo \xc3\xa9t\xc3\xa9 ?x?y???z");
+	char *text = kiwi_registry_format(&e);
+	cr_assert(text && strstr(text, "?x?y???z"), "%s", text);
+	free(text);
+	/* cut at the field's size, never in the middle of a character */
+	char longer[600];
+	memset(longer, 'a', sizeof(longer));
+	memcpy(longer + 254, "\xc3\xa9", 2);
+	longer[sizeof(longer) - 1] = '\0';
+	char *one[] = { longer, NULL };
+	kiwi_registry_set_command(&e, one);
+	cr_assert_eq(strlen(e.command), 255);
+	cr_assert_eq(e.command[254], '?');
+}
