@@ -259,7 +259,13 @@ class Pane:
 
 @pytest.fixture
 def pane(kiwi):
-    p = Pane(kiwi.env())
+    env = kiwi.env()
+    if kiwi.mode == "rootless":
+        # A registry of its own (kiwi-run list), not the test user's shared
+        # /tmp/kiwi-run-UID that tests/ops watches empty itself while the
+        # suites run side by side.
+        env["XDG_RUNTIME_DIR"] = str(kiwi.workdir())
+    p = Pane(env)
     yield p
     p.kill()
 
