@@ -51,6 +51,8 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\n  --version  print the version\n  --help     print this help\n"
+		     "\nAs an OCI runtime (create, start, state, kill, delete, run --bundle, exec, ps,\n"
+		     "spec, features; global --root, --log, --log-format): see kiwi-run-oci(1).\n"
 		     "\nSee kiwi-run(1).\n");
 }
 

@@ -223,8 +223,20 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 {
 	struct kiwi_oci_state st;
 	_cleanup_close_ int lock = -1, pidfd = -1;
-	if (load_locked(root, id, &st, &lock, err) < 0)
+	if (load_locked(root, id, &st, &lock, err) < 0) {
+		/* A create killed before it wrote state.json leaves its
+		 * directory (its init ends with it: the sync socket closes). */
+		char dir[4352], path[4400];
+		if (!force || kiwi_oci_state_dir(root, id, dir, sizeof(dir), NULL) < 0)
+			return -1;
+		snprintf(path, sizeof(path), "%s/state.json", dir);
+		if (access(dir, F_OK) == 0 && access(path, F_OK) < 0) {
+			remove_state(root, id);
+			*err = (kiwi_err){ 0 };
+			return 0;
+		}
 		return -1;
+	}
 	enum kiwi_oci_status s = kiwi_oci_state_status(root, &st, &pidfd);
 	/* A created container has run nothing of the user's: runc deletes it
 	 * without --force, and so does kiwi-run. */

@@ -324,3 +324,42 @@ def test_no_device_can_be_made(oci):
     assert not bnd & (1 << 27)
     root = [l.split() for l in r.stdout.splitlines() if len(l.split()) > 5 and l.split()[4] == "/"]
     assert root and "nodev" in root[-1][5].split(","), root
+
+
+def test_create_killed_midway_leaves_nothing_after_delete_force(oci):
+    """kill -9 of create while a createRuntime hook runs: its init ends (the
+    sync socket closes), and delete --force removes the half-made state."""
+    marker = oci.work / "hook-started"
+    cfg = oci.spec(["true"])
+    cfg["hooks"] = {"createRuntime": [{"path": "/bin/sh", "args": ["sh", "-c", f"touch {marker}; exec sleep 1000"]}]}
+    b = oci.bundle(cfg)
+    p = subprocess_popen(oci, ["create", "-b", str(b), "k9"])
+    for _ in range(1500):  # bounded wait for the hook
+        if marker.exists():
+            break
+        time.sleep(0.02)
+    assert marker.exists()
+    create_pid = p.pid  # setpriv and the sealed re-exec both exec in place
+    init = [int(c) for c in open(f"/proc/{create_pid}/task/{create_pid}/children").read().split()]
+    os.kill(create_pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    for pid in init:  # the hook (sleep) and the container's init were its children
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"sleep"):
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    from conftest import reap
+    for _ in range(500):
+        reap()
+        alive = [pid for pid in init if os.path.exists(f"/proc/{pid}")]
+        if not alive:
+            break
+        time.sleep(0.02)
+    assert not alive, "the init of a killed create must end"
+    assert (oci.root / "k9").exists()
+    r = oci.cli("state", "k9")
+    assert r.returncode == 1
+    oci.cli("delete", "--force", "k9", check=True)
+    assert not list(oci.root.iterdir())
