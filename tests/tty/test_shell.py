@@ -2,6 +2,7 @@
 """`kiwi-run shell` and `run --tty` at a terminal (tmux), as a person uses
 them: typing, resizing, ^C, job control, ^D, and the terminal given back
 cooked on every way out."""
+import json
 import os
 import re
 import shutil
@@ -215,3 +216,18 @@ def test_image_shell(kiwi, pane, kiwi_rootfs, rootfs, session_dir, entrypoint, s
     pane.run_line("echo shell=$0", rf"^shell={shell_inside}\s*$")
     pane.ctrl_d()
     assert_cooked(pane, 0)
+
+
+def test_output_limit_bounds_the_terminal_as_one_stream(kiwi):
+    """--tty: stdout and stderr are one stream through the terminal,
+    bounded by --output-limit and counted as stdout in the verdict. A
+    stdin that is not a terminal gives the command a terminal all the same."""
+    work = kiwi.workdir()
+    script = "[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && head -c 3000 /dev/zero | tr '\\0' o >&2; echo; echo end"
+    r = kiwi.raw(["run", "--tty", "--rootfs", kiwi.rootfs, "--output-limit", "1k",
+                  "--verdict", work / "v.json", "--", "/bin/sh", "-c", script], input="")
+    assert r.returncode == 0, r
+    assert r.stdout == "o" * 1024 and r.stderr == "", r
+    v = json.loads((work / "v.json").read_text())
+    assert v["stdout_truncated"] and v["stdout_bytes"] >= 3000 + len("\r\nend\r\n"), v
+    assert v["stderr_bytes"] == 0 and not v["stderr_truncated"], v
