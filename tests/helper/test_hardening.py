@@ -151,3 +151,25 @@ def test_only_the_capabilities_its_operations_need(clients, users, user, caps):
     assert int(st["CapPrm"][0], 16) == left and int(st["CapEff"][0], 16) == left, st["CapPrm"]
     ans = c.request(idmap(users, user), [{"sandbox": sb["id"]}])
     assert ans["ok"] is False and "done already" in ans["error"], ans
+
+
+def test_before_the_drop_no_ptrace_no_mem(clients, users, config):
+    """A helper that refused to start waits for its caller's first request
+    still as it was exec'd (real uid the caller's, effective 0): the stage
+    before the drop. Its memory stays out of reach; a kill is allowed there
+    (the real uid is the caller's) and harmless: it holds nothing."""
+    config.write([{"user": "kiwi-test", "operations": ["idmap"], "max_sandboxes": 0}])
+    c = clients()
+    pid = c.start()
+    uid = str(users["kiwi-test"].pw_uid)
+    st = None
+    for _ in range(2000):   # until it sleeps: past its checks, waiting to answer the refusal
+        st = status_of(pid)
+        if st["State"][0] == "S":
+            break
+    assert st["Uid"] == [uid, "0", "0", "0"], st["Uid"]
+    out = c.call("ptrace", pid=pid)
+    assert out["attach"] == errno.EPERM and out["seize"] == errno.EPERM, out
+    for f in ("mem", "environ"):
+        assert out[f] in (errno.EACCES, errno.EPERM), (f, out)
+    assert out["kill"] == 0, out
