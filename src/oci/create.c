@@ -86,10 +86,29 @@ static int resolve_paths(struct creation *c, kiwi_err *err)
 	return 0;
 }
 
+/* mkdir -p, as runc does for --root (the shim's /run/containerd/runc/NS). */
+static int make_root(const char *root, kiwi_err *err)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", root) >= (int)sizeof(buf))
+		return kiwi_error(err, ENAMETOOLONG, "state", "state root `%s` is too long", root);
+	for (char *p = buf + 1;; p++) {
+		bool end = !*p;
+		if (*p != '/' && !end)
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return kiwi_error(err, errno, "state", "cannot create the state root `%s`", buf);
+		if (end)
+			return 0;
+		*p = '/';
+	}
+}
+
 static int make_state_dir(struct creation *c, kiwi_err *err)
 {
-	if (mkdir(c->o->root, 0700) < 0 && errno != EEXIST)
-		return kiwi_error(err, errno, "state", "cannot create the state root `%s`", c->o->root);
+	if (make_root(c->o->root, err) < 0)
+		return -1;
 	if (kiwi_oci_state_dir(c->o->root, c->o->id, c->dir, sizeof(c->dir), err) < 0)
 		return -1;
 	if (mkdir(c->dir, 0700) < 0)

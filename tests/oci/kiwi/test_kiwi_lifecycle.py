@@ -363,3 +363,15 @@ def test_create_killed_midway_leaves_nothing_after_delete_force(oci):
     assert r.returncode == 1
     oci.cli("delete", "--force", "k9", check=True)
     assert not list(oci.root.iterdir())
+
+
+def test_root_is_made_with_its_parents(oci):
+    """The containerd shim passes --root /run/containerd/runc/NAMESPACE,
+    whose parents may not exist yet: made as runc makes them."""
+    b = oci.bundle(oci.spec(["true"]))
+    deep = oci.root / "containerd" / "runc" / "default"
+    r = oci.cli("--root", str(deep), "run", "-b", str(b), "deep", root=False)
+    assert r.returncode == 0, r.stderr
+    assert deep.is_dir() and not list(deep.iterdir())
+    for d in (deep, deep.parent, deep.parent.parent):
+        d.rmdir()
