@@ -116,11 +116,13 @@ _panes = 0
 class Pane:
     """One tmux server with one window, on a socket of its own."""
 
-    def __init__(self, env):
+    def __init__(self, env, tmpdir):
         global _panes
         _panes += 1
         self.socket = f"kiwi-tty-{os.getpid()}-{_panes}"
-        self.env = {**env, "TERM": "xterm"}
+        # tmux leaves its socket file behind: keep it in the session's
+        # directory, which goes at the end, not in /tmp/tmux-UID.
+        self.env = {**env, "TERM": "xterm", "TMUX_TMPDIR": str(tmpdir)}
         self.pid = None
 
     def tmux(self, *args):
@@ -255,17 +257,26 @@ class Pane:
 
     def kill(self):
         self.tmux("kill-server")
+        sock = Path(self.env["TMUX_TMPDIR"]) / f"tmux-{os.geteuid()}" / self.socket
+        sock.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def tmux_dir(session_dir):
+    d = session_dir / "tmux"
+    d.mkdir(mode=0o700)
+    return d
 
 
 @pytest.fixture
-def pane(kiwi):
+def pane(kiwi, tmux_dir):
     env = kiwi.env()
     if kiwi.mode == "rootless":
         # A registry of its own (kiwi-run list), not the test user's shared
         # /tmp/kiwi-run-UID that tests/ops watches empty itself while the
         # suites run side by side.
         env["XDG_RUNTIME_DIR"] = str(kiwi.workdir())
-    p = Pane(env)
+    p = Pane(env, tmux_dir)
     yield p
     p.kill()
 
