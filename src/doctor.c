@@ -4,6 +4,7 @@
  * the fix a person can apply. Trials that change kernel state run in a
  * forked child inside fresh namespaces, which vanish with it. */
 #include "kiwi/doctor.h"
+#include "kiwi/helper.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/landlock.h"
 #include "kiwi/nft.h"
@@ -427,33 +428,6 @@ static void check_landlock(struct kiwi_check_result *r)
 
 /* ---- the setuid helper ---------------------------------------------------- */
 
-/* The first candidate that exists: $KIWI_HELPER, beside our own binary,
- * then the usual install places. */
-static bool find_helper(char *out, size_t len)
-{
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[n > 0 ? n : 0] = '\0';
-	char *slash = strrchr(self, '/');
-	if (slash)
-		*slash = '\0';
-	const char *env = secure_getenv("KIWI_HELPER");
-	char beside[PATH_MAX + 16];
-	snprintf(beside, sizeof(beside), "%s/kiwi-helper", self);
-	const char *const candidates[] = {
-		env, n > 0 ? beside : NULL, "/usr/local/libexec/kiwi/kiwi-helper",
-		"/usr/local/libexec/kiwi-helper", "/usr/libexec/kiwi/kiwi-helper", "/usr/libexec/kiwi-helper",
-		"/usr/local/bin/kiwi-helper", "/usr/local/sbin/kiwi-helper", "/usr/bin/kiwi-helper",
-		"/usr/sbin/kiwi-helper",
-	};
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(candidates); i++)
-		if (candidates[i] && access(candidates[i], F_OK) == 0) {
-			snprintf(out, len, "%s", candidates[i]);
-			return true;
-		}
-	return false;
-}
-
 /* Root-owned and writable by no one else, the directories above it too:
  * otherwise whoever can write there can rewrite the admin's policy. */
 static const char *unsafe(const char *path, bool want_setuid)
@@ -479,27 +453,31 @@ static const char *unsafe(const char *path, bool want_setuid)
 	return NULL;
 }
 
+/* The helper kiwi-run itself would run (kiwi_helper_path: $KIWI_HELPER,
+ * else where meson installs it), so that doctor never vouches for another. */
 static void check_helper(struct kiwi_check_result *r)
 {
-	char path[PATH_MAX];
-	const char *who = geteuid() == 0 ? "root does not need it" : "needed for --network egress, limits "
-				     "and multi-id maps without root";
-	if (!find_helper(path, sizeof(path))) {
-		set(r, geteuid() == 0 ? KIWI_CHECK_OK : KIWI_CHECK_WARN, "kiwi-helper is not installed (%s)", who);
+	const char *path = kiwi_helper_path();
+	const char *cfg = KIWI_HELPER_CONFIG;
+	const char *who = geteuid() == 0 ? "root does not need it" : "needed for --network egress without root";
+	if (access(path, F_OK) < 0) {
+		set(r, geteuid() == 0 ? KIWI_CHECK_OK : KIWI_CHECK_WARN, "kiwi-helper is not installed at %s (%s)",
+		    path, who);
 		if (geteuid())
-			set_fix(r, "install kiwi-helper as root, mode 4755 (meson install), with /etc/kiwi/helper.json");
+			set_fix(r, "as root: meson install, then chown root:root %s && chmod 4755 %s (meson "
+				"cannot set the setuid bit), and write %s (kiwi-helper.json(5))", path, path, cfg);
 		return;
 	}
 	const char *bad = unsafe(path, true);
-	const char *cfg_bad = unsafe("/etc/kiwi/helper.json", false);
+	const char *cfg_bad = unsafe(cfg, false);
 	if (bad || cfg_bad) {
-		set(r, KIWI_CHECK_WARN, "%s %s%s%s (%s)", path, bad ? bad : "is fine",
-		    cfg_bad ? "; /etc/kiwi/helper.json " : "", cfg_bad ? cfg_bad : "", who);
-		set_fix(r, "chown root:root %s && chmod 4755 %s; /etc/kiwi and /etc/kiwi/helper.json "
-			"root-owned, not group- or world-writable", path, path);
+		set(r, KIWI_CHECK_WARN, "%s %s%s%s%s (%s)", path, bad ? bad : "is fine", cfg_bad ? "; " : "",
+		    cfg_bad ? cfg : "", cfg_bad ? cfg_bad : "", who);
+		set_fix(r, "chown root:root %s && chmod 4755 %s; %s and its directories root-owned, not "
+			"group- or world-writable", path, path, cfg);
 		return;
 	}
-	set(r, KIWI_CHECK_OK, "%s is setuid root and /etc/kiwi/helper.json is root's alone (%s)", path, who);
+	set(r, KIWI_CHECK_OK, "%s is setuid root and %s is root's alone (%s)", path, cfg, who);
 }
 
 /* ---- the table ------------------------------------------------------------ */
