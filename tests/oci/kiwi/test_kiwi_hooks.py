@@ -7,6 +7,7 @@ import os
 import pytest
 
 from conftest import reap
+from test_kiwi_lifecycle import wait_status
 
 # Each hook appends: its kind, the uts name it sees (which tells the
 # runtime's namespaces from the container's), and the state it was given.
@@ -39,9 +40,7 @@ def test_hooks_order_namespaces_and_state(oci):
     oci.cli("create", "-b", str(b), "h1", check=True)
     pid = oci.state("h1")["pid"]
     oci.cli("start", "h1", check=True)
-    for _ in range(500):
-        if oci.state("h1")["status"] == "stopped":
-            break
+    wait_status(oci, "h1", "stopped")
     oci.cli("delete", "h1", check=True)
     lines = [l.split(" ", 2) for l in host_log.read_text().splitlines()]
     kinds = [l[0] for l in lines]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 
-def wait_status(oci, cid, want, tries=200):
+def wait_status(oci, cid, want, tries=1500):
     # Polling the kernel's view, not a timing assertion: the init's exit
     # is asynchronous to our kill. Bounded so a bug cannot hang the suite.
     for _ in range(tries):
@@ -148,7 +148,7 @@ def test_run_exit_status_and_streams(oci):
     b = oci.bundle(oci.spec(["sleep", "1000"]))
     p = subprocess_popen(oci, ["run", "--bundle", str(b), "r3"])
     pid = None
-    for _ in range(500):
+    for _ in range(1500):
         if (oci.root / "r3" / "state.json").exists() and not (oci.root / "r3" / "exec.fifo").exists():
             pid = oci.state("r3")["pid"]
             break
