@@ -418,6 +418,60 @@ def check_kill9_then_gc_leaves_nothing():
     assert_no_net_leftovers()
 
 
+def in_world(ns, *argv):
+    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, check=True).stdout
+
+
+def check_kill9_opens_no_window():
+    """Attack: the sandbox floods UDP at the metadata address (always
+    denied, on a port no fake server uses) while kiwi-run is killed with
+    -9. Nothing may reach the fake upstream, before or after the kill.
+    Where the table is owner-only (before 6.9) it goes when kiwi-run's
+    socket closes, a moment before the sandbox dies (PDEATHSIG comes after
+    the files are closed), and the fake host forwards what the sandbox
+    sends in between, unfiltered and without masquerade. A TODO there."""
+    inet = C.world.inet
+    in_world(inet, "nft", "add table inet kvp_count; add chain inet kvp_count in "
+             "{ type filter hook input priority 0; }; add rule inet kvp_count in udp dport 9998 counter")
+
+    def arrived():
+        text = in_world(inet, "nft", "list", "chain", "inet", "kvp_count", "in")
+        return int(text.split("packets")[1].split()[0])
+
+    leaked = []
+    for _ in range(3):
+        argv = argv_of(["run", "--rootfs", C.rootfs, "--network", "egress", "--egress", "public_internet",
+                        "--allow-cidr", DOCS, "--dns", "192.0.2.53", "--",
+                        *sh(f"echo ready; exec {PROBE} udp-flood 169.254.169.254 9998 1000000000")],
+                       "root", C.world.host)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             text=True)
+        try:
+            assert p.stdout.readline() == "ready\n"
+            before = arrived()
+            # the flood runs on: the filter holds (time to flood, not a bound)
+            time.sleep(0.5)
+            assert arrived() == before, "the filter let the flood through while kiwi-run ran"
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        assert wait_until(lambda: not leftovers(C.world.host)[0]), "the sandbox's veth stayed"
+        leaked.append(arrived() - before)
+    r = kiwi(["gc"], netns=C.world.host)
+    assert r.returncode == 0, explain(r)
+    assert_no_net_leftovers()
+    assert leaked == [0, 0, 0], f"datagrams to 169.254.169.254 reached the upstream after kill -9: {leaked}"
+
+
+def wait_until(pred, timeout=30.0):
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 AUDIT_TARGETS = [
     (("tcp", "192.0.2.1", 443), errno.ECONNREFUSED),
     (("udp", "198.51.100.53", 53), errno.EPERM),
@@ -478,6 +532,11 @@ def egress_checks():
     for f in (check_public_internet_needs_allow_cidr, check_metadata_and_private_refused,
               check_phase_install_with_egress, check_kill9_then_gc_leaves_nothing):
         yield f.__name__[6:], f
+    if kernel_version() < (6, 9):
+        # A known hole, reported and not fixed yet: TODO (TAP), not a failure.
+        yield "kill9_opens_no_window # TODO owner-only table before 6.9", check_kill9_opens_no_window
+    else:
+        yield "kill9_opens_no_window", check_kill9_opens_no_window
 
 
 def run_checks(named):
@@ -489,7 +548,8 @@ def run_checks(named):
             f()
             print(f"ok - {name} ({time.monotonic() - t:.1f} s)", flush=True)
         except Exception:
-            failed.append(name)
+            if "# TODO" not in name:
+                failed.append(name)
             print(f"not ok - {name}\n" + "".join(f"#   {l}\n" for l in traceback.format_exc().splitlines()),
                   flush=True)
     return failed
