@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""runtime-spec config.md "Mounts": bind, proc, tmpfs, devpts, mqueue,
+sysfs, cgroup and their options."""
+import os
+
+import pytest
+
+from oci import control, mount_at
+
+
+def opts(m):
+    return set(m["opts"].split(",")) | set(m["super"].split(","))
+
+
+def test_bind_rw_and_ro(rt, bundle, tmp_path):
+    rw = tmp_path / "rw"
+    ro = tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    (ro / "f").write_text("host data")
+    bundle.add_mount("/mnt/a", "bind", rw, ["rbind", "rw"])
+    bundle.add_mount("/mnt/b", "bind", ro, ["rbind", "ro"])
+    r = rt.run(bundle.args("write=/mnt/a/new", "read=/mnt/b/f", "write=/mnt/b/f", "report"))
+    assert r.rc == 0, r
+    assert r.step("write", "/mnt/a/new")["ok"]
+    assert (rw / "new").read_text() == "1"
+    assert r.step("read", "/mnt/b/f")["data"] == "host data"
+    assert r.step("write", "/mnt/b/f")["errno"] == 30  # EROFS
+    assert "ro" in mount_at(r.report(), "/mnt/b")["opts"].split(",")
+
+
+def test_bind_file(rt, bundle, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("one file")
+    bundle.add_mount("/mnt/file", "bind", f, ["bind", "ro"])
+    r = rt.run(bundle.args("read=/mnt/file"))
+    assert r.rc == 0, r
+    assert r.step("read")["data"] == "one file"
+
+
+def test_bind_creates_missing_destination(rt, bundle, tmp_path, rootfs):
+    """A destination missing in a writable rootfs is created."""
+    import shutil
+    root = bundle.path / "rootfs"
+    shutil.copytree(rootfs, root, symlinks=True)
+    bundle.config["root"] = {"path": str(root), "readonly": False}
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "x").write_text("made")
+    bundle.add_mount("/new/deep/dir", "bind", src, ["rbind", "ro"])
+    r = rt.run(bundle.args("read=/new/deep/dir/x"))
+    assert r.rc == 0, r
+    assert r.step("read")["data"] == "made"
+
+
+def test_bind_options_nosuid_nodev_noexec(rt, bundle, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    bundle.add_mount("/mnt/c", "bind", d, ["rbind", "nosuid", "nodev", "noexec"])
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    o = opts(mount_at(r.report(), "/mnt/c"))
+    assert {"nosuid", "nodev", "noexec"} <= o
+
+
+def test_bind_missing_source_refused(rt, bundle, tmp_path):
+    control(rt, bundle.args("report"))
+    bundle.add_mount("/mnt/d", "bind", tmp_path / "absent", ["rbind"])
+    r = rt.run(bundle.args("report"))
+    assert r.rc != 0 and r.err.strip(), r
+
+
+def test_proc(rt, bundle):
+    r = rt.run(bundle.args("report", "read=/proc/1/cmdline"))
+    assert r.rc == 0, r
+    m = mount_at(r.report(), "/proc")
+    assert m["fstype"] == "proc"
+    assert r.step("read")["data"].startswith("/usr/local/bin/oci-probe")
+
+
+def test_tmpfs_options(rt, bundle):
+    bundle.add_mount("/mnt/e", "tmpfs", "tmpfs", ["size=1m", "mode=0700", "nosuid", "noexec"])
+    r = rt.run(bundle.args("report", "stat=/mnt/e", "write=/mnt/e/x"))
+    assert r.rc == 0, r
+    m = mount_at(r.report(), "/mnt/e")
+    assert m["fstype"] == "tmpfs"
+    assert {"nosuid", "noexec"} <= opts(m)
+    assert "size=1024k" in m["super"].split(",")
+    assert r.step("stat")["mode"] == 0o700
+    assert r.step("write")["ok"]
+
+
+def test_dev_and_devpts(rt, bundle):
+    r = rt.run(bundle.args("report", "stat=/dev/pts/ptmx", "stat=/dev/ptmx"))
+    assert r.rc == 0, r
+    rep = r.report()
+    assert mount_at(rep, "/dev")["fstype"] == "tmpfs"
+    pts = mount_at(rep, "/dev/pts")
+    assert pts["fstype"] == "devpts"
+    assert "ptmxmode=666" in pts["super"].split(",")
+    assert r.step("stat", "/dev/pts/ptmx")["type"] == "char"
+    assert r.step("stat", "/dev/ptmx")["ok"], "/dev/ptmx points at the private devpts"
+
+
+def test_default_devices(rt, bundle):
+    """runtime-spec config-linux.md "Default Devices"."""
+    want = {"/dev/null": (1, 3), "/dev/zero": (1, 5), "/dev/full": (1, 7),
+            "/dev/random": (1, 8), "/dev/urandom": (1, 9), "/dev/tty": (5, 0)}
+    r = rt.run(bundle.args(*[f"stat={p}" for p in want], "write=/dev/null"))
+    assert r.rc == 0, r
+    for path, (ma, mi) in want.items():
+        st = r.step("stat", path)
+        assert st["ok"] and st["type"] == "char", path
+        assert (st["major"], st["minor"]) == (ma, mi), path
+    assert r.step("write")["ok"]
+
+
+def test_mqueue(rt, bundle):
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    assert mount_at(r.report(), "/dev/mqueue")["fstype"] == "mqueue"
+
+
+def test_sysfs_readonly(rt, bundle):
+    r = rt.run(bundle.args("report", "write=/sys/kernel/uevent_helper"))
+    assert r.rc == 0, r
+    m = mount_at(r.report(), "/sys")
+    assert m["fstype"] == "sysfs"
+    assert "ro" in m["opts"].split(",")
+    assert not r.step("write")["ok"]
+
+
+@pytest.mark.skipif(not os.path.exists("/sys/fs/cgroup/cgroup.controllers"),
+                    reason="needs the cgroup v2 VM lane")
+def test_cgroup_mount(rt, bundle):
+    bundle.linux["namespaces"].append({"type": "cgroup"})
+    bundle.add_mount("/sys/fs/cgroup", "cgroup", "cgroup",
+                     ["nosuid", "noexec", "nodev", "relatime", "ro"])
+    r = rt.run(bundle.args("report", "read=/sys/fs/cgroup/cgroup.controllers"))
+    assert r.rc == 0, r
+    m = mount_at(r.report(), "/sys/fs/cgroup")
+    assert m["fstype"] == "cgroup2"
+    assert "ro" in m["opts"].split(",")
+    assert r.step("read")["ok"]
+    assert r.report()["cgroup"].strip() == "0::/", "the cgroup namespace's root"
+
+
+def test_mount_order_later_wins(rt, bundle, tmp_path):
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "f").write_text("first")
+    (b / "f").write_text("second")
+    bundle.add_mount("/mnt/f", "bind", a, ["rbind"])
+    bundle.add_mount("/mnt/f", "bind", b, ["rbind"])
+    r = rt.run(bundle.args("read=/mnt/f/f"))
+    assert r.rc == 0, r
+    assert r.step("read")["data"] == "second"
