@@ -11,6 +11,7 @@ pkgs=(
   crun bubblewrap hyperfine linux-perf
   qemu-system-x86 cpio kmod xz-utils zstd
   umoci skopeo debootstrap
+  runc containerd podman conmon
 )
 missing=()
 for p in "${pkgs[@]}"; do
