@@ -131,8 +131,19 @@ def rt(rt_name, session_dir, tmp_path):
 
 
 @pytest.fixture
-def bundle(rt, rootfs, tmp_path):
-    return oci.Bundle(tmp_path / "bundle", rootfs)
+def bundle(rt, rootfs, session_dir, tmp_path):
+    """A bundle in the session dir (mode 0711 down to it, as containerd
+    makes its bundles), so that a container's mapped root in a user
+    namespace can traverse to it; pytest's own tmp dirs are 0700."""
+    d = Path(tempfile.mkdtemp(prefix=f"{rt.name}-", dir=_bundles(session_dir)))
+    d.chmod(0o711)
+    return oci.Bundle(d, rootfs)
+
+
+def _bundles(session_dir):
+    d = session_dir / "bundles"
+    d.mkdir(mode=0o711, exist_ok=True)
+    return d
 
 
 # ---------------------------------------------------------------------------

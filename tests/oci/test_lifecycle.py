@@ -259,5 +259,6 @@ def test_features(rt):
 
 
 def test_version(rt):
-    r = rt.cmd("--version")
-    assert r.rc == 0 and r.out.strip(), r
+    p = subprocess.run([rt.path, "--version"], capture_output=True, text=True,
+                       timeout=CMD_TIMEOUT)
+    assert p.returncode == 0 and p.stdout.strip(), p

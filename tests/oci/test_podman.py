@@ -112,7 +112,8 @@ def test_podman_interactive_tty(rt, podman):
                 if not chunk:
                     break
                 text += chunk
-            if not typed and b'"mounts"' in text:
+            # Type once the report line is complete, or the echo lands inside it.
+            if not typed and b'"mounts"' in text and b"\n" in text[text.index(b'"mounts"'):]:
                 os.write(master, b"typed line\r")
                 typed = True
             if proc.poll() is not None and not select.select([master], [], [], 0.1)[0]:

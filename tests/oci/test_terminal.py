@@ -29,7 +29,14 @@ def test_console_socket_create_start(rt, bundle, tmp_path):
         assert creator.returncode == 0, err
         pid = rt.state(cid)["pid"]
         assert rt.cmd("start", cid).rc == 0
+        # Type only once the report line is complete: the pty's echo of the
+        # input would otherwise land inside it.
         text = read_until(master, '"mounts"')
+        while "\n" not in text[text.index('"mounts"'):]:
+            more = read_until(master, "\n")
+            if not more:
+                break
+            text += more
         os.write(master, b"typed line\n")
         text += read_until(master, "stdin-line")
         assert wait_pid_gone(pid)
