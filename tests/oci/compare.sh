@@ -13,7 +13,8 @@ build=$(realpath -- "${1:-$repo/build}")
 [ $# -eq 0 ] || shift
 results=$build/tests/oci/results-compare.json
 rm -f "$results"
-KIWI_OCI_EXPECT= KIWI_OCI_RESULTS=$results \
+# Three runtimes under emulation on a loaded host: 20-25 minutes.
+KIWI_OCI_VM_TIMEOUT=${KIWI_OCI_VM_TIMEOUT:-3600} KIWI_OCI_EXPECT= KIWI_OCI_RESULTS=$results \
   KIWI_OCI_RUNTIMES=${KIWI_OCI_RUNTIMES:-kiwi=$build/src/kiwi-run,crun=/usr/bin/crun,runc=/usr/sbin/runc} \
   "$here/vm.sh" "$build" "$@"
 status=$?

@@ -190,6 +190,11 @@ def pytest_runtest_makereport(item, call):
     rep.wasxfail = f"{name}: {why}"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "vm: needs the VM lane (pure cgroup v2); CI runs only "
+                            "these there, the rest on the host")
+
+
 def pytest_sessionstart(session):
     if EXPECTED is not None and "kiwi" not in dict(RUNTIMES):
         raise pytest.UsageError("KIWI_OCI_EXPECT is set but no `kiwi` runtime is under test")

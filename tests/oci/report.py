@@ -9,8 +9,12 @@ usage: report.py [--out RESULTS.md] [--command CMD] [--write-expected FILE] RESU
 --command         the command that produced the results, quoted in the table
 --write-expected  rewrite the CI's expected list (tests kiwi-run passed)
 
-Several results files are merged (later ones win for the same test and
-runtime), so a host run and a VM run can make one table.
+Several results files are merged (for the same test and runtime a later
+pass or fail wins; a skip never hides a pass or fail), so the host lane's
+and the VM lane's results make one table and one expected list:
+  meson test -C build oci oci-vm     # build/tests/oci/results-{host,vm}.json
+  tests/oci/report.py --write-expected tests/oci/expected-kiwi.txt \
+      build/tests/oci/results-host.json build/tests/oci/results-vm.json
 """
 import argparse
 import json
@@ -45,7 +49,10 @@ def load(paths):
         runtimes.update(data["runtimes"])
         meta = {"kernel": data.get("kernel"), "vm": data.get("vm")}
         for row in data["results"]:
-            results[(row["test"], row["runtime"])] = row["result"]
+            key = (row["test"], row["runtime"])
+            # A skip (e.g. a VM-only test on the host) never hides a real outcome.
+            if row["result"] in ("pass", "fail") or key not in results:
+                results[key] = row["result"]
     return runtimes, results, meta
 
 

@@ -130,6 +130,7 @@ def test_sysfs_readonly(rt, bundle):
     assert not r.step("write")["ok"]
 
 
+@pytest.mark.vm
 @pytest.mark.skipif(not os.path.exists("/sys/fs/cgroup/cgroup.controllers"),
                     reason="needs the cgroup v2 VM lane")
 def test_cgroup_mount(rt, bundle):

@@ -87,6 +87,7 @@ def test_join_wrong_type_refused(rt, bundle):
     assert r.rc != 0, r
 
 
+@pytest.mark.vm
 @pytest.mark.skipif(not os.path.exists("/sys/fs/cgroup/cgroup.controllers"),
                     reason="needs the cgroup v2 VM lane")
 def test_cgroup_namespace(rt, bundle):

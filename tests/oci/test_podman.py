@@ -18,8 +18,9 @@ import pytest
 import images
 from oci import CMD_TIMEOUT, host_runs_peers, probe_lines, one
 
-pytestmark = pytest.mark.skipif(not host_runs_peers() or not shutil.which("podman"),
-                                reason="needs the VM lane (pure cgroup v2) and podman")
+pytestmark = [pytest.mark.vm,
+              pytest.mark.skipif(not host_runs_peers() or not shutil.which("podman"),
+                                 reason="needs the VM lane (pure cgroup v2) and podman")]
 
 
 class Podman:

@@ -9,10 +9,10 @@ import pytest
 
 from oci import wait_for_file_text, wait_pid_gone
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.vm, pytest.mark.skipif(
     not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
     or os.path.exists("/sys/fs/cgroup/unified"),
-    reason="needs a pure cgroup v2 hierarchy: the VM lane")
+    reason="needs a pure cgroup v2 hierarchy: the VM lane")]
 
 
 def cgroup_dir(pid):

@@ -7,7 +7,8 @@
 # Environment: KIWI_RUN, KIWI_OCI_RUNTIMES, KIWI_OCI_RESULTS (default
 # BUILD_ROOT/tests/oci/results-vm.json, the input of report.py),
 # KIWI_OCI_EXPECT (default: tests/oci/expected-kiwi.txt; set it empty for
-# a plain comparison in which every failure counts).
+# a plain comparison in which every failure counts), KIWI_OCI_VM_TIMEOUT
+# (seconds, default 870: under meson's 900).
 # Exit: pytest's status; 77 when qemu is missing.
 set -euo pipefail
 
@@ -38,5 +39,5 @@ for bin in "$KIWI_RUN" "$KIWI_OCI_PROBE" "$KIWI_OCI_RESULTS"; do
 done
 
 cd "$here"
-exec "$repo/tests/vm/run.sh" --timeout 870 "${shares[@]}" -- \
+exec "$repo/tests/vm/run.sh" --timeout "${KIWI_OCI_VM_TIMEOUT:-870}" "${shares[@]}" -- \
   /usr/bin/python3 -m pytest -q -rfE -p no:cacheprovider "$here" "$@"
