@@ -20,6 +20,7 @@ KIWI_OCI_VM_TIMEOUT=${KIWI_OCI_VM_TIMEOUT:-3600} KIWI_OCI_EXPECT= KIWI_OCI_RESUL
 status=$?
 [ -s "$results" ] || { echo "compare.sh: no results (vm.sh exited $status)" >&2; exit 1; }
 /usr/bin/python3 "$here/report.py" --out "${KIWI_OCI_REPORT:-$here/RESULTS.md}" \
+  --notes "$here/RESULTS-notes.md" \
   --command "tests/oci/compare.sh${*:+ $*}   # $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$repo" rev-parse --short HEAD)" \
   "$results"
 echo "compare.sh: wrote ${KIWI_OCI_REPORT:-$here/RESULTS.md} (suite exit status $status)"

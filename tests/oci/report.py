@@ -3,10 +3,12 @@
 """report.py: the table of who passes what, from the results file(s) a
 suite run wrote (KIWI_OCI_RESULTS; vm.sh writes BUILD/tests/oci/results-vm.json).
 
-usage: report.py [--out RESULTS.md] [--command CMD] [--write-expected FILE] RESULTS.json...
+usage: report.py [--out RESULTS.md] [--command CMD]... [--notes FILE] [--write-expected FILE]
+                 RESULTS.json...
 
 --out             where the Markdown goes (default: stdout)
---command         the command that produced the results, quoted in the table
+--command         a command that produced the results, quoted in the table (repeatable)
+--notes           a Markdown file appended as is (why the failures fail)
 --write-expected  rewrite the CI's expected list (tests kiwi-run passed)
 
 Several results files are merged (for the same test and runtime a later
@@ -101,7 +103,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+")
     ap.add_argument("--out")
-    ap.add_argument("--command")
+    ap.add_argument("--command", action="append", default=[])
+    ap.add_argument("--notes")
     ap.add_argument("--write-expected")
     a = ap.parse_args()
     runtimes, results, meta = load(a.results)
@@ -112,13 +115,15 @@ def main():
              "runtime cannot run where the suite ran (crun and runc on a hybrid-cgroup host).",
              ""]
     if a.command:
-        lines += ["Command:", "", "```", a.command, "```", ""]
+        lines += ["Commands:", "", "```", *a.command, "```", ""]
     lines += [f"Kernel {meta.get('kernel')}, {'VM lane (pure cgroup v2)' if meta.get('vm') else 'host'}.",
               "", *summary(runtimes, results), ""]
     if "kiwi" in runtimes and "crun" in runtimes:
         missing = gap(results)
         lines += [f"Goal: kiwi-run passes everything crun passes. Still missing: {len(missing)}.", ""]
     lines += table(runtimes, results)
+    if a.notes:
+        lines += ["", Path(a.notes).read_text().rstrip()]
     text = "\n".join(lines) + "\n"
     if a.out:
         Path(a.out).write_text(text)

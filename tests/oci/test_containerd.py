@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,8 +73,8 @@ class Containerd:
 
 @pytest.fixture(scope="module")
 def containerd(session_dir, rootfs):
-    d = session_dir / "containerd"
-    d.mkdir()
+    # Fresh per runtime: pytest rebuilds module fixtures for each rt_name.
+    d = Path(tempfile.mkdtemp(prefix="containerd-", dir=session_dir))
     c = Containerd(d)
     try:
         archive = images.oci_archive(rootfs, d)

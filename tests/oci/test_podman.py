@@ -11,7 +11,9 @@ import pty
 import select
 import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,8 +47,8 @@ class Podman:
 
 @pytest.fixture(scope="module")
 def podman(session_dir, rootfs):
-    d = session_dir / "podman"
-    d.mkdir()
+    # Fresh per runtime: pytest rebuilds module fixtures for each rt_name.
+    d = Path(tempfile.mkdtemp(prefix="podman-", dir=session_dir))
     p = Podman(d)
     archive = images.oci_archive(rootfs, d)
     r = subprocess.run([*p.base, "load", "-i", str(archive)], capture_output=True, text=True,
