@@ -293,16 +293,18 @@ static int open_log(const char *path, const char *format)
 	return 0;
 }
 
-/* --root's default: /run/kiwi for root, $XDG_RUNTIME_DIR/kiwi otherwise. */
+/* --root's default: /run/kiwi/oci for root, $XDG_RUNTIME_DIR/kiwi/oci
+ * otherwise. Not /run/kiwi itself: kiwi-run's registry, egress and helper
+ * keep directories there, which container ids must not collide with. */
 static const char *default_root(char *buf, size_t len)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	if (geteuid() == 0)
-		return "/run/kiwi";
+		return "/run/kiwi/oci";
 	if (xdg && xdg[0])
-		snprintf(buf, len, "%s/kiwi", xdg);
+		snprintf(buf, len, "%s/kiwi/oci", xdg);
 	else
-		snprintf(buf, len, "/run/user/%u/kiwi", (unsigned)geteuid());
+		snprintf(buf, len, "/run/user/%u/kiwi/oci", (unsigned)geteuid());
 	return buf;
 }
 

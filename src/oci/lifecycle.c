@@ -226,11 +226,13 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 	if (load_locked(root, id, &st, &lock, err) < 0) {
 		/* A create killed before it wrote state.json leaves its
 		 * directory (its init ends with it: the sync socket closes). */
-		char dir[4352], path[4400];
+		char dir[4352], path[4400], fifo[4400];
 		if (!force || kiwi_oci_state_dir(root, id, dir, sizeof(dir), NULL) < 0)
 			return -1;
 		snprintf(path, sizeof(path), "%s/state.json", dir);
-		if (access(dir, F_OK) == 0 && access(path, F_OK) < 0) {
+		snprintf(fifo, sizeof(fifo), "%s/" KIWI_OCI_FIFO, dir);
+		/* exec.fifo marks it as a container's: nothing else is removed. */
+		if (access(fifo, F_OK) == 0 && access(path, F_OK) < 0) {
 			remove_state(root, id);
 			*err = (kiwi_err){ 0 };
 			return 0;
