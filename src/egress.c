@@ -14,7 +14,9 @@
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RUN_DIR "/run/kiwi"
@@ -408,6 +411,43 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	       kiwi_rtnl_configure(nl, e->host_ifindex, e->block + 1, 30, 0, err) < 0 ? -1 : 0;
 }
 
+/* Closes every fd but 0-2 (made /dev/null) and the two kept. */
+static void keep_only(int a, int b)
+{
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3 && null >= 0; fd++)
+		if (fd != lo && fd != hi)
+			dup2(null, fd);
+	close_range(3, (unsigned)lo - 1, 0);
+	close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+	close_range((unsigned)hi + 1, ~0u, 0);
+}
+
+/* Before 6.9 the table cannot be persistent: it dies with our nfnetlink
+ * socket, and a kiwi-run killed with SIGKILL closes that socket a moment
+ * before its death reaches the sandbox (the parent-death signal comes
+ * after the files are closed), so the sandbox's packets would leave
+ * unfiltered in between. A holder keeps a copy of the socket until the
+ * sandbox's pid 1 is gone, whatever happens to us. */
+static int hold_table(struct kiwi_egress *e, int child_pidfd, kiwi_err *err)
+{
+	int nft = mnl_socket_get_fd(e->nft);
+	pid_t pid = fork();
+	if (pid < 0)
+		return kiwi_error(err, errno, "egress", "cannot fork the holder of the filter");
+	if (pid == 0) {
+		setsid();   /* out of the caller's job: no terminal signal ends it */
+		keep_only(nft, child_pidfd);
+		struct pollfd p = { .fd = child_pidfd, .events = POLLIN };
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	e->holder = pid;
+	return 0;
+}
+
 int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_err *err)
 {
 	_cleanup_close_ int ns = child_netns(child, child_pidfd, err);
@@ -422,6 +462,8 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 		return -1;
 	int sb_index;
 	if (sandbox_end(e, sb, &sb_index, err) < 0 || host_end(e, nl, err) < 0)
+		return -1;
+	if (e->owned_only && hold_table(e, child_pidfd, err) < 0)
 		return -1;
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
 	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : 0;
@@ -482,6 +524,12 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 	if (e->veth_made) {
 		_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(&one);
 		keep_first(err, &one, nl ? kiwi_rtnl_link_del(nl, e->host_if, &one) : -1);
+	}
+	if (e->holder > 0) {
+		/* The table is gone (or ours to delete by gc): no need to wait
+		 * for the sandbox, which is over anyway. */
+		kill(e->holder, SIGKILL);
+		waitpid(e->holder, NULL, 0);
 	}
 	/* Last, after the veth's deletion has let the RCU grace period of
 	 * the table's deletion pass: closing is then immediate. */

@@ -33,6 +33,8 @@ struct kiwi_egress {
 	int lock_fd, audit_file;
 	char lock_path[64], hosts_path[64], resolv_path[64];
 	bool veth_made, table_made;
+	bool owned_only;            /* no PERSIST (before 6.9): the table dies with e->nft */
+	pid_t holder;               /* keeps a copy of e->nft while the sandbox lives; 0: none */
 	uint32_t host_addrs[EGRESS_MAX_HOST_ADDRS];
 	size_t n_host_addrs;
 	uint32_t pin_addrs[EGRESS_MAX_PINS];
@@ -49,7 +51,7 @@ struct kiwi_egress {
 
 size_t kiwi_egress_never_ranges(struct kiwi_ip4_range *out);
 size_t kiwi_egress_special_ranges(struct kiwi_ip4_range *out);
-int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err);
+int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err);
 /* sock may be NULL */
 int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err);
 

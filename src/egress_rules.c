@@ -251,12 +251,13 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
  * Persistent, it outlives a killed kiwi-run instead of vanishing a
  * moment before the sandbox dies, and kiwi-run gc removes it. Kernels
  * before 6.9 lack PERSIST: there the table is owned only. */
-int kiwi_egress_build_table(const struct kiwi_egress *e, kiwi_err *err)
+int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 {
 	uint32_t flags = NFT_TABLE_F_OWNER | TABLE_F_PERSIST;
 	int r = build(e, flags, err);
 	if (r < 0 && (err->errnum == EOPNOTSUPP || err->errnum == EINVAL)) {
 		flags = NFT_TABLE_F_OWNER;
+		e->owned_only = true;
 		r = build(e, flags, err);
 	}
 	if (r < 0 && err->errnum == EEXIST) {
