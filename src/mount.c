@@ -198,7 +198,7 @@ static int mount_bind(int rootfd, const struct kiwi_bind *b, kiwi_err *err)
 	return attach(tree, target, "", b->dest, err);
 }
 
-static int pivot_into(int rootfd, bool rw_root, kiwi_err *err)
+int kiwi_mount_pivot(int rootfd, uint64_t root_attrs, kiwi_err *err)
 {
 	/* pivot_root(".", ".") stacks the old root on top of the new one;
 	 * detaching it at once leaves no path back to the host's tree. */
@@ -210,11 +210,9 @@ static int pivot_into(int rootfd, bool rw_root, kiwi_err *err)
 		return kiwi_error(err, errno, "pivot_root", "cannot detach the old root");
 	if (chdir("/") < 0)
 		return kiwi_error(err, errno, "pivot_root", "cannot enter the new root");
-	struct mount_attr attr = {
-		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw_root ? 0 : MOUNT_ATTR_RDONLY),
-	};
+	struct mount_attr attr = { .attr_set = root_attrs };
 	if (mount_setattr(AT_FDCWD, "/", 0, &attr, sizeof(attr)) < 0)
-		return kiwi_error(err, errno, "mount", "cannot make the root read-only");
+		return kiwi_error(err, errno, "mount", "cannot set the options of the root");
 	return 0;
 }
 
@@ -331,5 +329,6 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	for (size_t i = 0; i < cfg->n_binds; i++)
 		if (mount_bind(rootfd, &cfg->binds[i], err) < 0)
 			return -1;
-	return pivot_into(rootfd, cfg->rw_root, err);
+	return kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
+				err);
 }

@@ -4,6 +4,8 @@
 #ifndef KIWI_MOUNT_H
 #define KIWI_MOUNT_H
 
+#include <stdint.h>
+
 #include "kiwi/err.h"
 #include "kiwi/sandbox.h"
 
@@ -25,5 +27,8 @@ int kiwi_mount_make_readonly(int mntfd, const char *name, kiwi_err *err);
 /* Hides name: an empty read-only tmpfs over a directory, the null device
  * over anything else; a missing path is fine. */
 int kiwi_mount_mask(int mntfd, const char *name, kiwi_err *err);
+/* pivot_root into rootfd, the old root detached at once, cwd "/", and the
+ * new root's mount given root_attrs (MOUNT_ATTR_*). */
+int kiwi_mount_pivot(int rootfd, uint64_t root_attrs, kiwi_err *err);
 
 #endif

@@ -268,21 +268,8 @@ int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootf
 
 int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, kiwi_err *err)
 {
-	/* pivot_root(".", ".") stacks the old root on the new one; detaching
-	 * it at once leaves no path back to the host's tree. */
-	if (fchdir(rootfd) < 0)
-		return kiwi_error(err, errno, "pivot_root", "cannot enter the rootfs");
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
-		return kiwi_error(err, errno, "pivot_root", "cannot pivot into the rootfs");
-	if (umount2(".", MNT_DETACH) < 0)
-		return kiwi_error(err, errno, "pivot_root", "cannot detach the old root");
-	if (chdir("/") < 0)
-		return kiwi_error(err, errno, "pivot_root", "cannot enter the new root");
 	/* Device nodes in the image are inert (see the top of this file). */
-	struct mount_attr a = { .attr_set = MOUNT_ATTR_NODEV | (cfg->root_readonly ? MOUNT_ATTR_RDONLY : 0) };
-	if (mount_setattr(AT_FDCWD, "/", 0, &a, sizeof(a)) < 0)
-		return kiwi_error(err, errno, "mount", "cannot set the options of the root");
-	return 0;
+	return kiwi_mount_pivot(rootfd, MOUNT_ATTR_NODEV | (cfg->root_readonly ? MOUNT_ATTR_RDONLY : 0), err);
 }
 
 static int write_sysctl(const char *key, const char *value, kiwi_err *err)
