@@ -179,7 +179,7 @@ unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l)
 		need |= KIWI_CG_MEMORY;
 	if (l->pids_max >= 0)
 		need |= KIWI_CG_PIDS;
-	if (l->cpu_quota_us >= 0)
+	if (l->cpu_quota_us >= 0 || l->cpu_weight > 0)
 		need |= KIWI_CG_CPU;
 	if (l->io_weight > 0 || l->io_max)
 		need |= KIWI_CG_IO;
@@ -552,6 +552,8 @@ static int check_limits(const struct kiwi_cgroup_limits *l, kiwi_err *err)
 				  (long long)l->cpu_period_us);
 	if (l->io_weight < 0 || l->io_weight > 10000)
 		return kiwi_error(err, EINVAL, "cgroup", "io weight %d is outside 1..10000", l->io_weight);
+	if (l->cpu_weight < 0 || l->cpu_weight > 10000)
+		return kiwi_error(err, EINVAL, "cgroup", "cpu weight %d is outside 1..10000", l->cpu_weight);
 	if (l->io_max && kiwi_cgroup_check_io_max(l->io_max, err) < 0)
 		return -1;
 	return 0;
@@ -607,7 +609,9 @@ static int write_limits(struct kiwi_cgroup *cg, const struct kiwi_cgroup_limits 
 		return -1;
 	if ((need & KIWI_CG_PIDS) && write_limit(cg, "pids.max", l->pids_max, err) < 0)
 		return -1;
-	if (need & KIWI_CG_CPU) {
+	if (l->cpu_weight > 0 && write_limit(cg, "cpu.weight", l->cpu_weight, err) < 0)
+		return -1;
+	if ((need & KIWI_CG_CPU) && l->cpu_quota_us >= 0) {
 		char text[64];
 		kiwi_cgroup_format_limit(l->cpu_quota_us, text, 32);
 		size_t n = strlen(text);

@@ -22,6 +22,7 @@ struct kiwi_cgroup_limits {
 	int64_t pids_max;          /* -1 = not set */
 	int64_t cpu_quota_us;      /* -1 = not set; with cpu_period_us, from --cpus 1.5 -> 150000/100000 */
 	int64_t cpu_period_us;
+	int cpu_weight;            /* 0 = not set; 1..10000 (cpu.weight) */
 	int io_weight;             /* 0 = not set; 1..10000 */
 	const char *io_max;        /* NULL or "MAJ:MIN rbps=... wbps=..." lines, passed through after validation */
 };

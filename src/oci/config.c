@@ -653,10 +653,15 @@ static int parse_cpu(struct parser *p, const kiwi_json *cpu)
 			return bad(p, "linux.resources.cpu.quota", "%s", "must be at least 1000 microseconds");
 		p->c->has_limits = true;
 	}
-	/* cpu.weight has no field in the cgroup module: shares would be
-	 * dropped, so they are refused unless they ask for nothing. */
-	if (has_shares && shares != 0 && shares != 1024)
-		return bad(p, "linux.resources.cpu.shares", "%s", "cpu weights are not supported by kiwi-run");
+	/* cgroup v1 shares (2..262144) onto v2's cpu.weight (1..10000), the
+	 * mapping runc and crun use: Kubernetes sets shares on every pod (2
+	 * for BestEffort, from the request otherwise). */
+	if (has_shares && shares != 0) {
+		if (shares < 2)
+			return bad(p, "linux.resources.cpu.shares", "%s", "must be 0 (unset) or 2 to 262144");
+		l->cpu_weight = (int)(1 + ((shares - 2) * 9999) / 262142);
+		p->c->has_limits = true;
+	}
 	return 0;
 }
 

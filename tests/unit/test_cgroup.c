@@ -171,6 +171,10 @@ Test(cgroup, limits_any_and_needed)
 	cr_expect_eq(kiwi_cgroup_needed(&l), (unsigned)(KIWI_CG_CPU | KIWI_CG_IO));
 
 	l = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
+	l.cpu_weight = 39;   /* a weight alone needs the cpu controller */
+	cr_expect_eq(kiwi_cgroup_needed(&l), (unsigned)KIWI_CG_CPU);
+
+	l = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
 	l.io_max = "8:0 rbps=1";
 	cr_expect_eq(kiwi_cgroup_needed(&l), (unsigned)KIWI_CG_IO);
 	cr_expect_str_eq(kiwi_cgroup_controller_name(KIWI_CG_MEMORY), "memory");

@@ -168,8 +168,28 @@ Test(oci_config, linux_fields)
 	cr_assert_eq(c->limits.memory_swap_max, 1048576, "swap is memory+swap in the spec");
 	cr_assert_eq(c->limits.pids_max, KIWI_CGROUP_MAX);
 	cr_assert_eq(c->limits.cpu_quota_us, 50000);
+	cr_assert_eq(c->limits.cpu_weight, 39, "shares 1024 is weight 39, as runc maps it");
 	cr_assert_not_null(strstr(c->seccomp_json, "SCMP_ACT_ALLOW"));
 	kiwi_oci_config_free(c);
+}
+
+/* Kubernetes sets shares on every pod: 2 for BestEffort, up to 262144. */
+Test(oci_config, cpu_shares_become_a_weight)
+{
+	static const struct { const char *shares; int weight; } cases[] = {
+		{ "2", 1 }, { "1024", 39 }, { "262144", 10000 }, { "0", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512];
+		kiwi_err e;
+		snprintf(text, sizeof(text), "{" BASE ",\"linux\":{\"resources\":{\"cpu\":{\"shares\":%s}}}}",
+			 cases[i].shares);
+		struct kiwi_oci_config *c = parse(text, &e);
+		cr_assert_not_null(c, "%s", e.msg);
+		cr_assert_eq(c->limits.cpu_weight, cases[i].weight, "shares %s", cases[i].shares);
+		kiwi_oci_config_free(c);
+	}
+	refused("{" BASE ",\"linux\":{\"resources\":{\"cpu\":{\"shares\":1}}}}", "linux.resources.cpu.shares");
 }
 
 Test(oci_config, hooks)
