@@ -165,7 +165,9 @@ _Noreturn static void await_start(const struct oci_init_args *a, int fifo_path, 
 		kiwi_error(&err, errno, "start", "cannot signal the start");
 		goto fail;
 	}
-	close(fifo);
+	/* The write end stays open (close-on-exec) through the startContainer
+	 * hooks: `start` waits for its EOF, so that its poststart hooks run
+	 * only once the program has been executed, as the spec orders. */
 	close(fifo_path);
 	if (kiwi_oci_run_hooks(a->cfg, KIWI_OCI_HOOK_START_CONTAINER, a->state_json, &err) < 0)
 		goto fail;

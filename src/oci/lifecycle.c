@@ -66,6 +66,25 @@ static int run_hooks_of(const struct kiwi_oci_state *st, enum kiwi_oci_hook_kind
 	return 0;
 }
 
+/* After the byte: the init keeps its end open until its execve closes it
+ * (close-on-exec), so EOF means the program runs (or the init died). */
+static int await_exec(int fifo, int pidfd, kiwi_err *err)
+{
+	struct pollfd p[2] = { { .fd = fifo, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return kiwi_error(err, errno, "start", "cannot wait for the container's program");
+		}
+		char byte;
+		if (p[0].revents && read(fifo, &byte, 1) == 0)
+			return 0;
+		if (p[1].revents)
+			return kiwi_error(err, ESRCH, "start", "the container's init ended before its program ran");
+	}
+}
+
 /* Opens exec.fifo for reading, which lets the init's blocked open for
  * writing complete; its byte says it goes on to exec. */
 static int release(const char *dir, int pidfd, kiwi_err *err)
@@ -90,7 +109,7 @@ static int release(const char *dir, int pidfd, kiwi_err *err)
 	}
 	if (unlink(path) < 0)
 		return kiwi_error(err, errno, "start", "cannot remove `%s`", path);
-	return 0;
+	return await_exec(fifo, pidfd, err);
 }
 
 int kiwi_oci_start(const char *root, const char *id, kiwi_err *err)
