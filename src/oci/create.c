@@ -310,8 +310,19 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
 		return kiwi_error(err, errno, "socketpair", "cannot create the sync socket");
 	c->sock = sp[0];
+	/* Opened here, by the host's uid: the init, in a user namespace, may
+	 * have no right to walk the 0700 state directory; through the fd it
+	 * needs only the fifo's own 0622. */
+	char fifo[4400];
+	snprintf(fifo, sizeof(fifo), "%s/" KIWI_OCI_FIFO, c->dir);
+	_cleanup_close_ int fifo_path = open(fifo, O_PATH | O_CLOEXEC);
+	if (fifo_path < 0) {
+		close(sp[1]);
+		return kiwi_error(err, errno, "start", "cannot open `%s`", fifo);
+	}
 	struct oci_init_args args = {
 		.cfg = c->cfg, .bundle = c->bundle, .rootfs = c->rootfs, .state_dir = c->dir, .sock = sp[1],
+		.fifo_path = fifo_path,
 		.console_sock = c->console, .preserve_fds = c->o->preserve_fds, .seccomp = c->seccomp,
 		.state = &c->st,
 	};

@@ -192,6 +192,7 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *args)
 	char prog[4096];
 
 	a.sock = move_above(a.sock, floor);
+	a.fifo_path = move_above(a.fifo_path, floor);
 	a.console_sock = move_above(a.console_sock, floor);
 	sigset_t none;
 	sigemptyset(&none);
@@ -209,15 +210,9 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *args)
 	a.state_json = state_json ? state_json : "{}";
 	if (build(&a, &rootfd, &err) < 0 || creation_hooks(&a, &err) < 0)
 		goto fail;
-	/* The fifo is opened by path now, while the host's tree is still in
-	 * view, and written through /proc/self/fd after pivot_root. */
-	char fifo_name[4400];
-	snprintf(fifo_name, sizeof(fifo_name), "%s/" KIWI_OCI_FIFO, a.state_dir);
-	int fifo_path = move_above(open(fifo_name, O_PATH | O_CLOEXEC), floor);
-	if (fifo_path < 0) {
-		kiwi_error(&err, errno, "start", "cannot open `%s`", fifo_name);
-		goto fail;
-	}
+	/* The parent opened the fifo (O_PATH); it is written through
+	 * /proc/self/fd after pivot_root. */
+	int fifo_path = a.fifo_path;
 	if (kiwi_oci_pivot(rootfd, a.cfg, &err) < 0 || become_process(&a, prog, sizeof(prog), &err) < 0)
 		goto fail;
 	if (a.console_sock >= 0)

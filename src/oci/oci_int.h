@@ -34,6 +34,7 @@ struct oci_init_args {
 	const char *bundle;        /* absolute */
 	const char *rootfs;        /* absolute */
 	const char *state_dir;     /* absolute; holds exec.fifo */
+	int fifo_path;             /* O_PATH fd of exec.fifo, opened by the parent */
 	int sock;                  /* the init's end of the sync socket */
 	int console_sock;          /* connected --console-socket, or -1 */
 	int preserve_fds;
