@@ -181,6 +181,12 @@ unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l)
 		need |= KIWI_CG_PIDS;
 	if (l->cpu_quota_us >= 0 || l->cpu_weight > 0)
 		need |= KIWI_CG_CPU;
+	for (const char *const *u = l->unified; u && *u; u += 2)
+		for (size_t i = 0; i < KIWI_ARRAY_SIZE(controller_names); i++) {
+			size_t n = strlen(controller_names[i]);
+			if (!strncmp(*u, controller_names[i], n) && (*u)[n] == '.')
+				need |= 1u << i;
+		}
 	if (l->io_weight > 0 || l->io_max)
 		need |= KIWI_CG_IO;
 	return need;
@@ -554,6 +560,14 @@ static int check_limits(const struct kiwi_cgroup_limits *l, kiwi_err *err)
 		return kiwi_error(err, EINVAL, "cgroup", "io weight %d is outside 1..10000", l->io_weight);
 	if (l->cpu_weight < 0 || l->cpu_weight > 10000)
 		return kiwi_error(err, EINVAL, "cgroup", "cpu weight %d is outside 1..10000", l->cpu_weight);
+	/* A file of this cgroup's own interface (controller.name), never its
+	 * structure (cgroup.procs, cgroup.subtree_control...) nor a path. */
+	for (const char *const *u = l->unified; u && *u; u += 2) {
+		const char *dot = strchr(*u, '.');
+		if (!dot || dot == *u || !dot[1] || strspn(*u, "abcdefghijklmnopqrstuvwxyz0123456789_.") != strlen(*u) ||
+		    !strncmp(*u, "cgroup.", 7))
+			return kiwi_error(err, EINVAL, "cgroup", "`%s` is not a controller's interface file", *u);
+	}
 	if (l->io_max && kiwi_cgroup_check_io_max(l->io_max, err) < 0)
 		return -1;
 	return 0;
@@ -620,7 +634,12 @@ static int write_limits(struct kiwi_cgroup *cg, const struct kiwi_cgroup_limits 
 		if (write_at(cg->fd, cg->path, "cpu.max", text, err) < 0)
 			return -1;
 	}
-	return (need & KIWI_CG_IO) ? write_io(cg, l, err) : 0;
+	if ((need & KIWI_CG_IO) && write_io(cg, l, err) < 0)
+		return -1;
+	for (const char *const *u = l->unified; u && *u; u += 2)
+		if (write_at(cg->fd, cg->path, u[0], u[1], err) < 0)
+			return -1;
+	return 0;
 }
 
 /* mkdir <parent>/kiwi-<random> and lock it, all under the parent's shared

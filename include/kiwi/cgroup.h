@@ -25,6 +25,9 @@ struct kiwi_cgroup_limits {
 	int cpu_weight;            /* 0 = not set; 1..10000 (cpu.weight) */
 	int io_weight;             /* 0 = not set; 1..10000 */
 	const char *io_max;        /* NULL or "MAJ:MIN rbps=... wbps=..." lines, passed through after validation */
+	/* NULL, or FILE, VALUE pairs then NULL (OCI linux.resources.unified):
+	 * written as given to the cgroup's own interface files, last. */
+	const char *const *unified;
 };
 
 /* Every field "not set". */

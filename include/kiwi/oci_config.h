@@ -132,6 +132,7 @@ struct kiwi_oci_config {
 	size_t n_devices;
 	const char **sysctl;       /* key, value, key, value..., NULL */
 	size_t n_sysctl;
+	const char **unified;      /* linux.resources.unified: file, value..., NULL; limits.unified */
 	uint64_t rootfs_propagation;   /* MS_* or 0 (then private) */
 
 	struct kiwi_oci_hook *hooks[KIWI_OCI_HOOK_KINDS];

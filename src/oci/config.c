@@ -665,6 +665,32 @@ static int parse_cpu(struct parser *p, const kiwi_json *cpu)
 	return 0;
 }
 
+/* cgroup v2 files written as given; the cgroup module checks the names
+ * (a controller's own interface file, never a path or cgroup.*). */
+static int parse_unified(struct parser *p, const kiwi_json *v)
+{
+	struct kiwi_oci_config *c = p->c;
+	if (!v || kiwi_json_type_of(v) == KIWI_JSON_NULL || !kiwi_json_len(v))
+		return 0;
+	if (want_type(p, v, KIWI_JSON_OBJECT, "linux.resources.unified") < 0)
+		return -1;
+	c->unified = calloc(2 * kiwi_json_len(v) + 1, sizeof(*c->unified));
+	if (!c->unified)
+		return kiwi_error(p->err, ENOMEM, "config", "cannot allocate linux.resources.unified");
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *key = kiwi_json_key_at(v, i), *val = kiwi_json_string(kiwi_json_at(v, i));
+		if (!val)
+			return bad(p, "linux.resources.unified", "value of `%s` must be a string", key);
+		if (strchr(key, '/') || !strchr(key, '.') || !strncmp(key, "cgroup.", 7))
+			return bad(p, "linux.resources.unified", "`%s` is not a controller's interface file", key);
+		c->unified[2 * i] = key;
+		c->unified[2 * i + 1] = val;
+	}
+	c->limits.unified = c->unified;
+	c->has_limits = true;
+	return 0;
+}
+
 static int parse_resources(struct parser *p, const kiwi_json *r)
 {
 	long long n;
@@ -704,11 +730,11 @@ static int parse_resources(struct parser *p, const kiwi_json *r)
 	/* linux.resources.devices is enforced otherwise (kiwi-run-oci(1),
 	 * DEVICES): no new device node can be made, every mount but the
 	 * container's /dev is nodev. */
-	static const char *const refused[] = { "hugepageLimits", "network", "rdma", "unified" };
+	static const char *const refused[] = { "hugepageLimits", "network", "rdma" };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(refused); i++)
 		if (refuse_if_set(p, r, refused[i], "linux.resources", "is not supported by kiwi-run") < 0)
 			return -1;
-	return 0;
+	return parse_unified(p, kiwi_json_get(r, "unified"));
 }
 
 static int parse_devices(struct parser *p, const kiwi_json *v)
@@ -1035,6 +1061,7 @@ void kiwi_oci_config_free(struct kiwi_oci_config *c)
 	free(c->readonly_paths);
 	free(c->devices);
 	free(c->sysctl);
+	free(c->unified);
 	for (size_t k = 0; k < KIWI_OCI_HOOK_KINDS; k++) {
 		for (size_t i = 0; i < c->n_hooks[k]; i++) {
 			free(c->hooks[k][i].argv);

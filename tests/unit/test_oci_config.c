@@ -192,6 +192,26 @@ Test(oci_config, cpu_shares_become_a_weight)
 	refused("{" BASE ",\"linux\":{\"resources\":{\"cpu\":{\"shares\":1}}}}", "linux.resources.cpu.shares");
 }
 
+Test(oci_config, unified_files_pass_and_structure_is_refused)
+{
+	kiwi_err e;
+	struct kiwi_oci_config *c = parse("{" BASE ",\"linux\":{\"resources\":{\"unified\":"
+					  "{\"cpu.weight\":\"42\",\"memory.high\":\"50000000\"}}}}", &e);
+	cr_assert_not_null(c, "%s", e.msg);
+	cr_assert(c->has_limits);
+	cr_assert_str_eq(c->limits.unified[0], "cpu.weight");
+	cr_assert_str_eq(c->limits.unified[3], "50000000");
+	cr_assert_null(c->limits.unified[4]);
+	cr_assert_eq(kiwi_cgroup_needed(&c->limits), (unsigned)(KIWI_CG_CPU | KIWI_CG_MEMORY));
+	kiwi_oci_config_free(c);
+	refused("{" BASE ",\"linux\":{\"resources\":{\"unified\":{\"cgroup.procs\":\"1\"}}}}",
+		"linux.resources.unified");
+	refused("{" BASE ",\"linux\":{\"resources\":{\"unified\":{\"../memory.max\":\"1\"}}}}",
+		"linux.resources.unified");
+	refused("{" BASE ",\"linux\":{\"resources\":{\"unified\":{\"memory.max\":1}}}}",
+		"linux.resources.unified");
+}
+
 Test(oci_config, hooks)
 {
 	kiwi_err e;
