@@ -35,7 +35,7 @@ exec unshare --mount --pid --uts --ipc --fork --kill-child -- bash -c '
 	mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup" 2>/dev/null || true
 	mount --rbind /dev "$root/dev"
 	mount -t tmpfs tmpfs "$root/tmp"
-	mount -t tmpfs tmpfs "$root/run"
+	mount -t tmpfs -o mode=0755 tmpfs "$root/run"   # as a booted system has it: kiwi-helper refuses a world-writable /run
 	cd "$root"
 	mkdir -p .old-root
 	pivot_root . .old-root
