@@ -519,20 +519,22 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 	kiwi_err one = { 0 };
 	if (err)
 		err->step[0] = '\0';
-	if (e->table_made)
-		keep_first(err, &one, kiwi_egress_delete_table(e->table, e->nft, &one));
+	/* The veth first: once it is gone the sandbox has no way out, so a
+	 * sandbox still alive (kiwi-helper's caller killed, its sandbox's own
+	 * death still to come) never sees its link without the filter. */
 	if (e->veth_made) {
 		_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(&one);
 		keep_first(err, &one, nl ? kiwi_rtnl_link_del(nl, e->host_if, &one) : -1);
 	}
+	if (e->table_made)
+		keep_first(err, &one, kiwi_egress_delete_table(e->table, e->nft, &one));
 	if (e->holder > 0) {
 		/* The table is gone (or ours to delete by gc): no need to wait
 		 * for the sandbox, which is over anyway. */
 		kill(e->holder, SIGKILL);
 		waitpid(e->holder, NULL, 0);
 	}
-	/* Last, after the veth's deletion has let the RCU grace period of
-	 * the table's deletion pass: closing is then immediate. */
+	/* Last: the socket that owns the table. */
 	if (e->nft)
 		mnl_socket_close(e->nft);
 	if (e->nflog)

@@ -222,12 +222,6 @@ int helper_serve(struct helper_session *s)
 		}
 		handle(s, &m);
 	}
-	/* A caller gone (killed with SIGKILL, say) leaves a sandbox whose
-	 * death only follows (its parent-death signal): the filter must not
-	 * go before it does, or its packets would leave unfiltered between. */
-	while (s->sb.pidfd >= 0 && poll(&(struct pollfd){ .fd = s->sb.pidfd, .events = POLLIN }, 1, -1) < 0 &&
-	       errno == EINTR)
-		;
 	helper_egress_teardown(s);
 	helper_sandbox_close(&s->sb);
 	return 0;
