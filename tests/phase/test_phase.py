@@ -263,9 +263,15 @@ def test_list_shows_the_phase(phase):
                          stdin=subprocess.DEVNULL)
     try:
         assert p.stdout.readline() == "ready\n"
-        r = phase.kiwi.raw(["list", "--json"])
-        assert r.returncode == 0, explain(r)
-        mine = [e for e in json.loads(r.stdout) if e["supervisor_pid"] == p.pid]
+        # the entry is made 100 ms into a run (kiwi-run-list(1)): wait for it
+        deadline = time.monotonic() + 10
+        while True:
+            r = phase.kiwi.raw(["list", "--json"])
+            assert r.returncode == 0, explain(r)
+            mine = [e for e in json.loads(r.stdout) if e["supervisor_pid"] == p.pid]
+            if mine or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert len(mine) == 1, r.stdout
         assert mine[0]["phase"] == "verify" and mine[0]["network"] == "audit", mine
     finally:
