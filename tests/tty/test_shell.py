@@ -87,7 +87,17 @@ def test_job_control(kiwi, pane):
     pane.keys("C-z")
     pane.wait_for(r"\[1\]\+\s+Stopped\s+sleep 100", start)
     pane.run_line("jobs", r"\[1\]\+\s+Stopped\s+sleep 100")
-    pane.run_line("bg; jobs", r"\[1\]\+\s+Running\s+sleep 100")
+    pane.run_line("bg", r"\[1\] sleep 100")
+    # ash marks the job running only once it has seen it continue: ask
+    # until it has (each answer ends with its own marker line)
+    for n in range(100):
+        start = len(pane.screen().rstrip())
+        m = pane.run_line(f"jobs; echo asked-{n}-$((1+1))", rf"^asked-{n}-2")
+        if re.search(r"\[1\]\+?\s+Running\s+sleep 100", pane.screen()[start:m.start()]):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"jobs never showed sleep 100 running again:\n{pane.screen()}")
     pane.run_line("kill %1; wait; echo reaped-$((3*3))", r"^reaped-9")
     pane.ctrl_d()
     assert_cooked(pane, 0)
