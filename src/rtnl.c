@@ -170,6 +170,19 @@ static void put_default_route(char *buf, int ifindex, uint32_t gateway)
 	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
 }
 
+/* Sends a batch of n requests and names the first that failed, from what. */
+static int send_steps(struct mnl_socket *nl, struct mnl_nlmsg_batch *b, uint32_t seq0, unsigned n,
+		      const char *const *what, int ifindex, kiwi_err *err)
+{
+	unsigned failed = 0;
+	int r = talk(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq0, n, &failed);
+	mnl_nlmsg_batch_stop(b);
+	if (r < 0)
+		return kiwi_error(err, errno, "netconfig", "cannot %s on link %d", what[failed < n ? failed : 0],
+				  ifindex);
+	return 0;
+}
+
 int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefix,
 			uint32_t gateway, kiwi_err *err)
 {
@@ -200,13 +213,7 @@ int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsig
 			seq0 = ((struct nlmsghdr *)m)->nlmsg_seq;
 		mnl_nlmsg_batch_next(b);
 	}
-	unsigned failed = 0;
-	int r = talk(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq0, n, &failed);
-	mnl_nlmsg_batch_stop(b);
-	if (r < 0)
-		return kiwi_error(err, errno, "netconfig", "cannot %s on link %d", what[failed < n ? failed : 0],
-				  ifindex);
-	return 0;
+	return send_steps(nl, b, seq0, n, what, ifindex, err);
 }
 
 /* A default route of family straight out of ifindex, with no gateway:
@@ -241,13 +248,7 @@ int kiwi_rtnl_default_via(struct mnl_socket *nl, int ifindex, uint32_t addr, boo
 			seq0 = ((struct nlmsghdr *)m)->nlmsg_seq;
 		mnl_nlmsg_batch_next(b);
 	}
-	unsigned failed = 0;
-	int r = talk(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq0, n, &failed);
-	mnl_nlmsg_batch_stop(b);
-	if (r < 0)
-		return kiwi_error(err, errno, "netconfig", "cannot %s on link %d", what[failed < n ? failed : 0],
-				  ifindex);
-	return 0;
+	return send_steps(nl, b, seq0, n, what, ifindex, err);
 }
 
 int kiwi_rtnl_link_del(struct mnl_socket *nl, const char *name, kiwi_err *err)
