@@ -27,6 +27,7 @@
 struct kiwi_helper {
 	pid_t pid;
 	int sock;
+	bool egress;                     /* egress-prepare answered */
 	struct kiwi_egress_child child;
 };
 
@@ -49,8 +50,10 @@ static void exec_helper(const char *path, int sock)
 	_exit(127);
 }
 
-static int start(struct kiwi_helper **out, kiwi_err *err)
+int kiwi_helper_start(struct kiwi_helper **out, kiwi_err *err)
 {
+	if (*out)
+		return 0;
 	const char *path = kiwi_helper_path();
 	if (access(path, X_OK) < 0)
 		return kiwi_error(err, errno, STEP, "`%s`: this needs root or the setuid helper kiwi-helper, "
@@ -91,7 +94,7 @@ void kiwi_helper_stop(struct kiwi_helper *h)
 
 /* Sends one request (with fd when >= 0) and reads its answer; a refusal
  * becomes err, in the helper's words. */
-static kiwi_json *exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
+kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -203,10 +206,9 @@ static int child_of(const kiwi_json *j, struct kiwi_egress_child *child, kiwi_er
 	return 0;
 }
 
-int kiwi_helper_open_egress(const struct kiwi_egress_config *c, struct kiwi_helper **out,
-			    struct kiwi_egress_child *child, kiwi_err *err)
+int kiwi_helper_egress_prepare(struct kiwi_helper **hp, const struct kiwi_egress_config *c,
+			       struct kiwi_egress_child *child, kiwi_err *err)
 {
-	*out = NULL;
 	if (kiwi_egress_config_check(c, err) < 0 || check_unprivileged(c, err) < 0)
 		return -1;
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
@@ -217,18 +219,16 @@ int kiwi_helper_open_egress(const struct kiwi_egress_config *c, struct kiwi_help
 	kiwi_jw_string(w, "egress-prepare");
 	write_egress(w, c);
 	kiwi_jw_close_object(w);
-	struct kiwi_helper *h = NULL;
-	if (start(&h, err) < 0)
+	if (kiwi_helper_start(hp, err) < 0)
 		return -1;
+	struct kiwi_helper *h = *hp;
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
-	_cleanup_json_ kiwi_json *j = exchange(h, text, len, -1, err);
-	if (!j || child_of(j, &h->child, err) < 0) {
-		kiwi_helper_stop(h);
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, text, len, -1, err);
+	if (!j || child_of(j, &h->child, err) < 0)
 		return -1;
-	}
+	h->egress = true;
 	*child = h->child;
-	*out = h;
 	return 0;
 }
 
@@ -267,7 +267,7 @@ static int configure_inside(int pidfd, const struct kiwi_egress_child *child, ki
 int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 {
 	static const char req[] = "{\"op\":\"egress-attach\"}";
-	_cleanup_json_ kiwi_json *j = exchange(h, req, sizeof(req) - 1, pidfd, err);
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, sizeof(req) - 1, pidfd, err);
 	long long host_ifindex;
 	if (!j)
 		return -1;

@@ -421,9 +421,10 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	if (f->egress)
 		KIWI_DEBUG(dbg, "run", t, "egress", "veth into the sandbox, nftables table on the host");
-	if (f->res->helper && kiwi_helper_egress_attach(f->res->helper, f->pidfd, f->err) < 0)
+	bool helper_egress = f->res->helper && f->cfg->egress;
+	if (helper_egress && kiwi_helper_egress_attach(f->res->helper, f->pidfd, f->err) < 0)
 		return -1;
-	if (f->res->helper)
+	if (helper_egress)
 		KIWI_DEBUG(dbg, "run", t, "egress", "veth and table from kiwi-helper, sandbox end configured");
 	if (kiwi_sync_send(f->sock, &go) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
@@ -611,7 +612,7 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 	struct kiwi_egress_child net = { 0 };
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	/* Not root: the veth and the host's table come from kiwi-helper(8). */
-	if (geteuid() != 0 ? kiwi_helper_open_egress(cfg->egress, &res->helper, &net, err) < 0
+	if (geteuid() != 0 ? kiwi_helper_egress_prepare(&res->helper, cfg->egress, &net, err) < 0
 			   : kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "egress-prepare", "policy checked, names resolved, address leased");

@@ -19,6 +19,7 @@
 
 #include "kiwi/egress.h"
 #include "kiwi/err.h"
+#include "kiwi/json.h"
 
 #define KIWI_HELPER_FD 3               /* the helper's end of the socket */
 #define KIWI_HELPER_MSG_MAX 16384      /* one request or answer */
@@ -113,11 +114,19 @@ bool kiwi_id_extent_allowed(const struct kiwi_id_extent *e, uint32_t own_id,
 struct kiwi_helper;
 
 /* Starts the helper ($KIWI_HELPER when set, else the installed one: see
- * kiwi_helper_path()) and asks it to prepare an egress network for c.
- * Fails with one plain message when the helper is missing or refuses
- * (its own words). Stop it with kiwi_helper_stop(). */
-int kiwi_helper_open_egress(const struct kiwi_egress_config *c, struct kiwi_helper **out,
-			    struct kiwi_egress_child *child, kiwi_err *err);
+ * kiwi_helper_path()) into *h, unless *h holds one already: one helper
+ * serves every request about one sandbox. Fails with one plain message
+ * when the helper is missing. Stop it with kiwi_helper_stop(). */
+int kiwi_helper_start(struct kiwi_helper **h, kiwi_err *err);
+/* Sends one request (with fd when >= 0: the sandbox's pidfd) and returns
+ * the helper's answer when it says "ok"; a refusal becomes err, in the
+ * helper's own words. Free the answer with kiwi_json_free(). */
+kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd,
+				kiwi_err *err);
+/* Before clone: starts the helper when *h is NULL and asks it to prepare
+ * an egress network for c. */
+int kiwi_helper_egress_prepare(struct kiwi_helper **h, const struct kiwi_egress_config *c,
+			       struct kiwi_egress_child *child, kiwi_err *err);
 /* After clone, while the sandbox waits: the helper makes the veth and the
  * table; then the sandbox's end is configured from a child process of
  * ours that enters the sandbox's user and network namespaces (we own
