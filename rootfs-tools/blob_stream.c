@@ -19,6 +19,7 @@ struct blob_stream {
 	int blob_fd;
 	enum kiwi_layer_compression comp;
 	kiwi_hasher *h;
+	kiwi_hasher *tar_h;
 	int64_t size;
 	int pipe_r, pipe_w;
 	pthread_t thread;
@@ -90,6 +91,8 @@ static void pump(struct blob_stream *s, struct archive *a)
 			return;
 		if (n < 0)
 			return fail(s, a);
+		if (s->tar_h)
+			kiwi_hasher_update(s->tar_h, s->out, (size_t)n);
 		/* EPIPE: the extractor is done (end of archive, or an error). */
 		if (!write_all(s->pipe_w, s->out, (size_t)n))
 			return;
@@ -132,7 +135,8 @@ static void *run(void *arg)
 }
 
 struct blob_stream *blob_stream_start(int blob_fd, enum kiwi_layer_compression comp,
-				      kiwi_hasher *h, int64_t size, kiwi_err *err)
+				      kiwi_hasher *h, kiwi_hasher *tar_h, int64_t size,
+				      kiwi_err *err)
 {
 	struct blob_stream *s = calloc(1, sizeof(*s));
 	int p[2] = { -1, -1 };
@@ -144,6 +148,7 @@ struct blob_stream *blob_stream_start(int blob_fd, enum kiwi_layer_compression c
 	s->blob_fd = blob_fd;
 	s->comp = comp;
 	s->h = h;
+	s->tar_h = tar_h;
 	s->size = size;
 	s->pipe_r = p[0];
 	s->pipe_w = p[1];
@@ -171,6 +176,25 @@ fail:
 int blob_stream_fd(const struct blob_stream *s)
 {
 	return s->pipe_r;
+}
+
+int blob_stream_drain(struct blob_stream *s, uint64_t max)
+{
+	/* Not s->out: the thread is still writing from it. */
+	char buf[64U << 10];
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t n = read(s->pipe_r, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return (int)n;
+		total += (uint64_t)n;
+		if (total > max) {
+			errno = EFBIG;
+			return -1;
+		}
+	}
 }
 
 uint64_t blob_stream_count(const struct blob_stream *s)

@@ -636,6 +636,9 @@ static void report(kiwi_extract *x, uint64_t blob_bytes)
 	}
 }
 
+/* Applies the entries, then reads what follows the tar's end marker so
+ * the diff_id covers the whole stream; that tail is bounded by what is
+ * left of --max-size, as a compressed run of zeros costs little. */
 static int read_layer(kiwi_extract *x, struct archive *a, struct blob_stream *bs,
 		      const char *label, kiwi_err *err)
 {
@@ -644,7 +647,7 @@ static int read_layer(kiwi_extract *x, struct archive *a, struct blob_stream *bs
 		struct archive_entry *e;
 		int rc = archive_read_next_header(a, &e);
 		if (rc == ARCHIVE_EOF)
-			return 0;
+			break;
 		if (rc < ARCHIVE_WARN)
 			return kiwi_error(err, archive_errno(a) > 0 ? archive_errno(a) : EINVAL, "unpack",
 					  "%s: %s", label, archive_error_string(a));
@@ -652,11 +655,17 @@ static int read_layer(kiwi_extract *x, struct archive *a, struct blob_stream *bs
 			return -1;
 		report(x, base + blob_stream_count(bs));
 	}
+	if (blob_stream_drain(bs, x->o.max_size - x->st.bytes) < 0)
+		return kiwi_error(err, errno, "unpack", "%s: %s", label,
+				  errno == EFBIG ? "the data after the end of the tar archive exceeds the size limit (--max-size)"
+						 : "cannot read the end of the layer");
+	return 0;
 }
 
 /* Which failure to tell: a blob that is not what its descriptor says
  * outranks whatever its content made the decompressor or the tar reader
- * say, and a decompressor's error outranks the tar reader's. */
+ * say, and a decompressor's error outranks the tar reader's. The diff_id
+ * is only meaningful once the whole stream was read without error. */
 static int layer_verdict(int rc, const struct blob_stream_result *res, kiwi_hasher *h,
 			 const char *digest, int64_t size, const char *label, kiwi_err *err)
 {
@@ -673,16 +682,30 @@ static int layer_verdict(int rc, const struct blob_stream_result *res, kiwi_hash
 	return rc;
 }
 
-int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression comp,
-		       const char *digest, int64_t size, const char *label, kiwi_err *err)
+static int check_diff_id(kiwi_hasher *tar_h, const char *diff_id, const char *label, kiwi_err *err)
 {
-	enum kiwi_digest_alg alg = KIWI_DIGEST_SHA256;
-	if (digest && kiwi_digest_parse(digest, &alg, NULL, err) < 0)
+	char actual[KIWI_DIGEST_MAX];
+	kiwi_hasher_final(tar_h, actual);
+	if (strcmp(actual, diff_id))
+		return kiwi_error(err, EBADMSG, "verify",
+				  "%s: the uncompressed layer has diff_id %s, the config says %s", label,
+				  actual, diff_id);
+	return 0;
+}
+
+int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression comp,
+		       const char *digest, int64_t size, const char *diff_id, const char *label,
+		       kiwi_err *err)
+{
+	enum kiwi_digest_alg alg = KIWI_DIGEST_SHA256, diff_alg = KIWI_DIGEST_SHA256;
+	if ((digest && kiwi_digest_parse(digest, &alg, NULL, err) < 0) ||
+	    (diff_id && kiwi_digest_parse(diff_id, &diff_alg, NULL, err) < 0))
 		return kiwi_error_wrap(err, "%s", label);
 	_cleanup_hasher_ kiwi_hasher *h = digest ? kiwi_hasher_new(alg) : NULL;
-	if (digest && !h)
+	_cleanup_hasher_ kiwi_hasher *tar_h = diff_id ? kiwi_hasher_new(diff_alg) : NULL;
+	if ((digest && !h) || (diff_id && !tar_h))
 		return kiwi_error(err, ENOMEM, "unpack", "%s: cannot hash", label);
-	struct blob_stream *bs = blob_stream_start(blob_fd, comp, h, digest ? size : -1, err);
+	struct blob_stream *bs = blob_stream_start(blob_fd, comp, h, tar_h, digest ? size : -1, err);
 	if (!bs)
 		return kiwi_error_wrap(err, "%s", label);
 	struct archive *a = archive_read_new();
@@ -701,9 +724,11 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 	}
 	archive_read_free(a);
 	struct blob_stream_result res;
-	blob_stream_finish(bs, &res);
+	blob_stream_finish(bs, &res); /* joins the thread: tar_h is final */
 	x->st.blob_bytes += res.count;
 	rc = layer_verdict(rc, &res, h, digest, size, label, err);
+	if (rc == 0 && tar_h)
+		rc = check_diff_id(tar_h, diff_id, label, err);
 	if (rc == 0)
 		x->st.layers++;
 	return rc;

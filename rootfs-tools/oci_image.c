@@ -102,6 +102,7 @@ void kiwi_image_clear(struct kiwi_image *img)
 	for (size_t i = 0; i < img->n_layers; i++)
 		free(img->layers[i].media_type);
 	free(img->layers);
+	free(img->diff_ids);
 	kiwi_image_config_clear(&img->config);
 	free(img->manifest_json);
 	free(img->config_json);
@@ -373,6 +374,37 @@ int kiwi_image_config_parse(const kiwi_json *root, struct kiwi_image_config *cfg
 	return 0;
 }
 
+int kiwi_image_diff_ids_parse(const kiwi_json *root, size_t n_layers,
+			      char (**out)[KIWI_DIGEST_MAX], kiwi_err *err)
+{
+	*out = NULL;
+	const kiwi_json *rootfs = kiwi_json_get(root, "rootfs");
+	const char *type = kiwi_json_string(kiwi_json_get(rootfs, "type"));
+	const kiwi_json *ids = kiwi_json_get(rootfs, "diff_ids");
+	if (!type || strcmp(type, "layers") || kiwi_json_type_of(ids) != KIWI_JSON_ARRAY)
+		return kiwi_error(err, EINVAL, "config",
+				  "`rootfs` is not an object with type \"layers\" and a `diff_ids` array");
+	if (kiwi_json_len(ids) != n_layers)
+		return kiwi_error(err, EINVAL, "config", "`rootfs.diff_ids` has %zu entries for %zu layers",
+				  kiwi_json_len(ids), n_layers);
+	char (*v)[KIWI_DIGEST_MAX] = calloc(n_layers + 1, sizeof(*v));
+	if (!v)
+		return kiwi_error(err, ENOMEM, "config", "out of memory");
+	for (size_t i = 0; i < n_layers; i++) {
+		const char *id = kiwi_json_string(kiwi_json_at(ids, i));
+		enum kiwi_digest_alg alg;
+		if (!id || kiwi_digest_parse(id, &alg, NULL, err) < 0) {
+			free(v);
+			if (!id)
+				return kiwi_error(err, EINVAL, "config", "diff_id of layer %zu is not a string", i + 1);
+			return kiwi_error_wrap(err, "diff_id of layer %zu", i + 1);
+		}
+		snprintf(v[i], sizeof(v[i]), "%s", id);
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse_manifest(struct kiwi_image *img, const kiwi_json *m, kiwi_err *err)
 {
 	long long schema;
@@ -421,7 +453,8 @@ int kiwi_image_load(int layout_fd, const char *tag, const char *digest, const ch
 	rc = kiwi_blob_read(layout_fd, img->config_desc.digest, img->config_desc.size,
 			    MAX_CONFIG_BYTES, &img->config_json, &len, err);
 	_cleanup_json_ kiwi_json *c = rc < 0 ? NULL : kiwi_json_parse(img->config_json, len, err);
-	if (!c || kiwi_image_config_parse(c, &img->config, err) < 0) {
+	if (!c || kiwi_image_config_parse(c, &img->config, err) < 0 ||
+	    kiwi_image_diff_ids_parse(c, img->n_layers, &img->diff_ids, err) < 0) {
 		kiwi_error_wrap(err, "config %s", img->config_desc.digest);
 		kiwi_image_clear(img);
 		return -1;

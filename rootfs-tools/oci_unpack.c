@@ -92,7 +92,7 @@ static int open_archive(int afd, const char *path, const struct kiwi_extract_opt
 		return kiwi_error(err, ENOMEM, "archive", "out of memory");
 	char label[PATH_MAX + 16];
 	snprintf(label, sizeof(label), "archive `%s`", path);
-	if (kiwi_extract_layer(x, afd, KIWI_LAYER_TAR, NULL, -1, label, err) < 0)
+	if (kiwi_extract_layer(x, afd, KIWI_LAYER_TAR, NULL, -1, NULL, label, err) < 0)
 		return -1;
 	return kiwi_extract_finish(x, err);
 }
@@ -156,7 +156,7 @@ int kiwi_oci_extract_image(int layout_fd, const struct kiwi_image *img, int root
 			return kiwi_error_wrap(err, "%s", label);
 		int comp = kiwi_layer_compression_of(d->media_type);
 		if (kiwi_extract_layer(x, fd, (enum kiwi_layer_compression)comp, d->digest, d->size,
-				       label, err) < 0)
+				       img->diff_ids[i], label, err) < 0)
 			return -1;
 	}
 	int rc = kiwi_extract_finish(x, err);

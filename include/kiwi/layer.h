@@ -61,10 +61,14 @@ kiwi_extract *kiwi_extract_new(int root_fd, const struct kiwi_extract_opts *opts
 void kiwi_extract_free(kiwi_extract *x);
 
 /* Applies one layer read from blob_fd. digest/size are the descriptor's
- * (digest NULL skips verification: only for archives already verified);
+ * (digest NULL skips verification: only for archives already verified).
+ * diff_id, when not NULL, is the image config's digest of the uncompressed
+ * tar, checked over the whole decompressed stream; a layer that does not
+ * match fails (the caller then removes what it extracted).
  * label names the layer in errors ("layer 2/3 sha256:ab12..."). */
 int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression comp,
-		       const char *digest, int64_t size, const char *label, kiwi_err *err);
+		       const char *digest, int64_t size, const char *diff_id, const char *label,
+		       kiwi_err *err);
 
 /* Sets directory modes and mtimes, deferred so that later entries could be
  * written into them and did not disturb them. Call once, after the last layer. */

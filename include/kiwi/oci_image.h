@@ -44,6 +44,9 @@ struct kiwi_image {
 	struct kiwi_descriptor *layers;
 	size_t n_layers;
 	struct kiwi_image_config config;
+	/* The config's rootfs.diff_ids, one per layer, in layer order: the
+	 * digests of the uncompressed tars, checked while unpacking. */
+	char (*diff_ids)[KIWI_DIGEST_MAX];
 	char *manifest_json; /* verified raw bytes */
 	char *config_json;
 };
@@ -67,6 +70,11 @@ void kiwi_image_config_clear(struct kiwi_image_config *cfg);
 
 /* Parses an image config blob's run-time defaults. */
 int kiwi_image_config_parse(const kiwi_json *root, struct kiwi_image_config *cfg, kiwi_err *err);
+
+/* Parses an image config's rootfs: type "layers" and exactly n_layers
+ * well-formed diff_ids. *out (caller frees) holds them in layer order. */
+int kiwi_image_diff_ids_parse(const kiwi_json *root, size_t n_layers,
+			      char (**out)[KIWI_DIGEST_MAX], kiwi_err *err);
 
 /* An opened reference: the layout directory, extracted to a scratch
  * directory first when the reference names an oci-archive. */

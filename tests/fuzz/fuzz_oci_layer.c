@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	kiwi_extract *x = kiwi_extract_new(root, &o);
 	kiwi_err err;
-	if (kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)(data[0] % 3), NULL, -1,
+	if (kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)(data[0] % 3), NULL, -1, NULL,
 			       "fuzz", &err) == 0)
 		kiwi_extract_finish(x, &err);
 	kiwi_extract_free(x);

@@ -2,7 +2,8 @@
 /* The OCI layout parsers: index.json (with nested indexes), manifests and
  * image configs, plus reference parsing. The input is used as index.json,
  * then as a manifest blob (stored under its real digest, so verification
- * passes and the parser behind it is reached), then as a config. */
+ * passes and the parser behind it is reached), then as a config (run-time
+ * defaults and rootfs.diff_ids). */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,6 +89,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct kiwi_image_config cfg;
 		if (kiwi_image_config_parse(j, &cfg, &err) == 0)
 			kiwi_image_config_clear(&cfg);
+		/* rootfs.diff_ids against a few layer counts, 0 included. */
+		for (size_t layers = 0; layers < 3; layers++) {
+			char (*ids)[KIWI_DIGEST_MAX] = NULL;
+			if (kiwi_image_diff_ids_parse(j, layers, &ids, &err) == 0 &&
+			    (!ids || (layers && !ids[layers - 1][0])))
+				abort();
+			free(ids);
+		}
 		kiwi_json_free(j);
 	}
 	char *s = strndup((const char *)data, size);

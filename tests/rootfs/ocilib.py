@@ -116,6 +116,28 @@ def write_layout(layout, layers, tag="latest", config=None, platform=("linux", "
     return mdesc["digest"]
 
 
+def rewrite_config(layout, edit, tag="latest"):
+    """Applies edit(config dict) to the tagged image's config and stores it
+    again with a manifest and index that name it under its new digest, so
+    every blob digest checks out and only what edit changed is wrong."""
+    index_path = os.path.join(layout, "index.json")
+    with open(index_path) as f:
+        index = json.load(f)
+    entry = next(e for e in index["manifests"] if e.get("annotations", {}).get(REF) == tag)
+
+    def blob(digest):
+        with open(os.path.join(layout, "blobs", *digest.split(":")), "rb") as f:
+            return json.loads(f.read())
+    manifest = blob(entry["digest"])
+    config = blob(manifest["config"]["digest"])
+    edit(config)
+    manifest["config"].update(put_blob(layout, json.dumps(config).encode()))
+    entry.update(put_blob(layout, json.dumps(manifest).encode()))
+    with open(index_path, "w") as f:
+        json.dump(index, f)
+    return config
+
+
 def snapshot(root):
     """Paths, types, modes, link targets, contents (hashes) and owners of a
     tree, for comparisons that must catch any difference."""

@@ -12,8 +12,8 @@ import tempfile
 
 import pytest
 
-from ocilib import (MT_GZIP, MT_INDEX, MT_MANIFEST, MT_TAR, hide_openat2, put_blob, sha256,
-                    snapshot, tar_bytes, write_layout)
+from ocilib import (MT_GZIP, MT_INDEX, MT_MANIFEST, MT_TAR, MT_ZSTD, hide_openat2, put_blob,
+                    rewrite_config, sha256, snapshot, tar_bytes, write_layout)
 
 
 @pytest.fixture
@@ -233,6 +233,100 @@ def test_blob_symlink_refused(run, host):
     dest = host / "dest"
     p = run("unpack", f"{img}:latest", str(dest))
     assert_refused(p, dest, "cannot open blob")
+
+
+def two_layers(media_type):
+    return [(media_type, tar_bytes([("file", "a", "lower")])),
+            (media_type, tar_bytes([("file", "b", "upper")]))]
+
+
+@pytest.mark.parametrize("media_type", [MT_TAR, MT_GZIP, MT_ZSTD])
+def test_wrong_diff_id(run, host, media_type):
+    """Blob digests all right, the config's diff_id for layer 2 not: only
+    hashing the uncompressed stream can catch it."""
+    if media_type == MT_ZSTD and not shutil.which("zstd"):
+        pytest.skip("zstd (the command) is missing")
+    layers = two_layers(media_type)
+    img = host / "img"
+    write_layout(str(img), layers)
+    wrong = sha256(b"not this layer")
+    rewrite_config(str(img), lambda c: c["rootfs"]["diff_ids"].__setitem__(1, wrong))
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "layer 2/2", "diff_id", sha256(layers[1][1]), wrong)
+    assert not [n for n in os.listdir(host) if ".kiwi-" in n], "scratch left behind"
+
+
+def test_wrong_diff_id_leaves_no_cache_entry(run, host):
+    img = host / "img"
+    write_layout(str(img), two_layers(MT_GZIP))
+    rewrite_config(str(img), lambda c: c["rootfs"]["diff_ids"].reverse())
+    cache = host / "cache"
+    p = run("unpack", "--cache-dir", str(cache), f"{img}:latest")
+    assert_refused(p, cache / "none", "layer 1/2", "diff_id")
+    assert [n for n in os.listdir(cache) if not n.endswith(".lock")] == []
+
+
+BAD_DIFF_IDS = {
+    "one-short": (lambda ids: ids[:1], ["has 1 entries for 2 layers"]),
+    "one-extra": (lambda ids: ids + [sha256(b"x")], ["has 3 entries for 2 layers"]),
+    "uppercase": (lambda ids: [ids[0], ids[1].upper().replace("SHA256", "sha256")],
+                  ["diff_id of layer 2", "malformed sha256"]),
+    "short-hex": (lambda ids: [ids[0][:-2], ids[1]], ["diff_id of layer 1", "malformed sha256"]),
+    "no-alg": (lambda ids: [ids[0], ids[1].split(":")[1]], ["diff_id of layer 2", "alg:hex"]),
+    "md5": (lambda ids: ["md5:" + "0" * 32, ids[1]], ["diff_id of layer 1", "unsupported algorithm"]),
+    "number": (lambda ids: [ids[0], 7], ["diff_id of layer 2", "not a string"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DIFF_IDS))
+def test_malformed_diff_ids(run, host, case):
+    edit, words = BAD_DIFF_IDS[case]
+    img = host / "img"
+    write_layout(str(img), two_layers(MT_GZIP))
+    rewrite_config(str(img), lambda c: c["rootfs"].__setitem__("diff_ids", edit(c["rootfs"]["diff_ids"])))
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "rootfs.diff_ids" if "entries" in words[0] else "config", *words)
+
+
+@pytest.mark.parametrize("rootfs", [None, {"type": "layers"}, {"type": "tarballs", "diff_ids": []},
+                                    {"type": "layers", "diff_ids": "sha256:00"}])
+def test_malformed_rootfs(run, host, rootfs):
+    img = host / "img"
+    write_layout(str(img), two_layers(MT_TAR))
+
+    def edit(c):
+        if rootfs is None:
+            del c["rootfs"]
+        else:
+            c["rootfs"] = rootfs
+    rewrite_config(str(img), edit)
+    dest = host / "dest"
+    p = run("unpack", f"{img}:latest", str(dest))
+    assert_refused(p, dest, "`rootfs` is not an object")
+
+
+def test_diff_id_covers_the_tail_after_the_tar(run, host):
+    """Bytes after the tar's end blocks are part of the uncompressed layer:
+    the diff_id over all of it passes, one over the tar alone does not."""
+    tar = tar_bytes([("file", "a", "x")])
+    tail = tar + b"\0" * 20000 + b"trailing bytes"
+    img = host / "img"
+    write_layout(str(img), [(MT_GZIP, tail)])
+    p = run("unpack", f"{img}:latest", str(host / "ok"))
+    assert p.returncode == 0, p.stderr
+    rewrite_config(str(img), lambda c: c["rootfs"].__setitem__("diff_ids", [sha256(tar)]))
+    p = run("unpack", f"{img}:latest", str(host / "dest"))
+    assert_refused(p, host / "dest", "layer 1/1", "diff_id", sha256(tail), sha256(tar))
+
+
+def test_tail_bomb_after_the_tar(run, host):
+    """Zeros after the end of the tar cost nothing compressed: what the
+    diff_id hashing reads there is bounded by --max-size."""
+    data = tar_bytes([("file", "a", "x")]) + b"\0" * (64 << 20)
+    p, dest = unpack(run, host, [(MT_GZIP, data)], "--max-size", "8M")
+    assert_refused(p, dest, "layer 1/1", "after the end of the tar archive", "--max-size")
 
 
 def nested_index(img, target, depth):

@@ -129,7 +129,7 @@ static int extract_name(const char *name, char *tmpl, int *root_out, kiwi_err *e
 	struct kiwi_extract_opts o = { 0 };
 	kiwi_extract *x = kiwi_extract_new(root, &o);
 	int fd = tar_with(name);
-	int rc = kiwi_extract_layer(x, fd, KIWI_LAYER_TAR, NULL, -1, "unit", err);
+	int rc = kiwi_extract_layer(x, fd, KIWI_LAYER_TAR, NULL, -1, NULL, "unit", err);
 	close(fd);
 	kiwi_extract_free(x);
 	*root_out = root;
