@@ -427,8 +427,14 @@ static int prepare(struct creation *c, kiwi_err *err)
 		if (!w)
 			return kiwi_error(err, ENOMEM, "state", "cannot allocate");
 		kiwi_jw_value(w, c->cfg->annotations);
+		/* Two statements: the order in which a call's arguments are
+		 * evaluated is unspecified, and strndup(kiwi_jw_text(w, &len), len)
+		 * read len before it was set (0 under ASan: no annotations). */
 		size_t len;
-		c->st.annotations = strndup(kiwi_jw_text(w, &len), len);
+		const char *text = kiwi_jw_text(w, &len);
+		c->st.annotations = strndup(text, len);
+		if (!c->st.annotations)
+			return kiwi_error(err, ENOMEM, "state", "cannot copy the annotations");
 	}
 	return make_state_dir(c, err) < 0 || connect_console(c, err) < 0 || make_cgroup(c, err) < 0 ? -1 : 0;
 }
