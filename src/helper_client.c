@@ -277,3 +277,36 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 		return -1;
 	return kiwi_egress_wait_host((int)host_ifindex, err);
 }
+
+static void write_map(kiwi_json_writer *w, const char *key, const struct kiwi_id_extent *m, size_t n)
+{
+	kiwi_jw_key(w, key);
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; i < n; i++) {
+		kiwi_jw_open_array(w);
+		kiwi_jw_int(w, m[i].inside);
+		kiwi_jw_int(w, m[i].outside);
+		kiwi_jw_int(w, m[i].count);
+		kiwi_jw_close_array(w);
+	}
+	kiwi_jw_close_array(w);
+}
+
+int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap *m, kiwi_err *err)
+{
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, STEP, "out of memory");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "op");
+	kiwi_jw_string(w, "idmap");
+	write_map(w, "uid_map", m->uid, m->n_uid);
+	write_map(w, "gid_map", m->gid, m->n_gid);
+	kiwi_jw_close_object(w);
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	if (!text)
+		return kiwi_error(err, ENOMEM, STEP, "out of memory");
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, text, len, pidfd, err);
+	return j ? 0 : -1;
+}

@@ -10,6 +10,7 @@
 #include "kiwi/net_audit.h"
 #include "kiwi/pty.h"
 #include "kiwi/seccomp.h"
+#include "kiwi/userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -339,6 +340,30 @@ static int open_terminal(int sock, struct kiwi_init_args *cmd_args, kiwi_err *er
 	return 0;
 }
 
+/* Takes on uid and gid (kiwi/userns.h). A change of ids clears the
+ * parent-death signal: armed again, so that kiwi-run's death still takes
+ * the sandbox down (one dying in between is seen as the sync socket's EOF). */
+static int become(const struct kiwi_init_args *args, uid_t uid, gid_t gid, kiwi_err *err)
+{
+	if (kiwi_userns_become(uid, gid, args->drop_groups, err) < 0)
+		return -1;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	return 0;
+}
+
+/* With maps of its own the namespace may not map pid 1's ids (kiwi-run's,
+ * root's 0): files it made would fail with EOVERFLOW. It takes on mapped
+ * ids at once, 0 where mapped (the mounts are then root's inside), and
+ * the command's before it drops its capabilities. */
+static int become_setup_ids(const struct kiwi_init_args *args, kiwi_err *err)
+{
+	const struct kiwi_sandbox_config *cfg = args->cfg;
+	const struct kiwi_idmap *m = cfg->idmap;
+	uid_t uid = kiwi_idmap_maps(m->uid, m->n_uid, 0) ? 0 : cfg->uid;
+	gid_t gid = kiwi_idmap_maps(m->gid, m->n_gid, 0) ? 0 : cfg->gid;
+	return become(args, uid, gid, err);
+}
+
 /* Pid 1 needs no stdio of its own: errors go over the sync socket. */
 static int drop_stdio(kiwi_err *err)
 {
@@ -380,6 +405,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		_exit(1);
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");
 	t = KIWI_DEBUG_NOW(dbg);
+	if (cfg->idmap && become_setup_ids(args, &err) < 0)
+		goto fail;
 	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
 	 * parent until here): /proc/1's environ (the caller's environment),
 	 * fds and exe stay closed to the command, whatever pid 1's
@@ -414,6 +441,10 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		   cfg->rw_root ? "rw" : "ro", cfg->n_binds);
 	t = KIWI_DEBUG_NOW(dbg);
 
+	/* --user: pid 1 and so the command, with the capabilities still
+	 * held, which kiwi_caps_drop_all() then clears. */
+	if (cfg->idmap && become(args, cfg->uid, cfg->gid, &err) < 0)
+		goto fail;
 	/* The whole sandbox is without capabilities from the command's first
 	 * instruction on: pid 1 drops them before it forks the command. */
 	if (kiwi_caps_drop_all(&err) < 0)

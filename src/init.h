@@ -14,6 +14,7 @@ struct kiwi_init_args {
 	int stdout_fd;
 	int stderr_fd;
 	struct winsize winsize;  /* cfg->tty: the pty's size at start */
+	bool drop_groups;  /* setgroups is allowed: drop the host's supplementary groups */
 };
 
 /* The child side of clone3: pid 1 of the sandbox. Builds the sandbox,

@@ -56,6 +56,35 @@ static int check_preserved_fd(int fd, kiwi_err *err)
 	return 0;
 }
 
+/* The maps come from kiwi-helper(8) when we are not root and they map
+ * more than our own ids (which anyone may map). */
+static bool helper_writes_maps(const struct kiwi_sandbox_config *cfg)
+{
+	return cfg->idmap && geteuid() != 0 && !kiwi_idmap_is_own(cfg->idmap, getuid(), getgid());
+}
+
+/* Root's own maps leave setgroups allowed, so that pid 1 drops the host's
+ * supplementary groups: with 0 mapped elsewhere, root's gid 0 among them
+ * would go on opening the host's group-accessible files, unseen. */
+static bool drops_groups(const struct kiwi_sandbox_config *cfg)
+{
+	return cfg->idmap && geteuid() == 0;
+}
+
+/* --user names ids the maps hold: said here, before the kernel would
+ * refuse them inside. */
+static int check_user(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+{
+	const struct kiwi_idmap *m = cfg->idmap;
+	if (!(m ? kiwi_idmap_maps(m->uid, m->n_uid, cfg->uid) : cfg->uid == 0))
+		return kiwi_error(err, EINVAL, "user", "uid %u is not mapped in the sandbox (see --uidmap)",
+				  (unsigned)cfg->uid);
+	if (!(m ? kiwi_idmap_maps(m->gid, m->n_gid, cfg->gid) : cfg->gid == 0))
+		return kiwi_error(err, EINVAL, "user", "gid %u is not mapped in the sandbox (see --gidmap)",
+				  (unsigned)cfg->gid);
+	return 0;
+}
+
 /* What can be checked cheaply before any namespace exists, so that the
  * common mistakes fail fast with a plain message. */
 static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
@@ -76,7 +105,7 @@ static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 			return -1;
 	if (cfg->net_audit && cfg->egress)
 		return kiwi_error(err, EINVAL, "network", "the network audit and egress exclude each other");
-	return 0;
+	return check_user(cfg, err);
 }
 
 /* Everything the parent follows while the sandbox runs. */
@@ -413,9 +442,14 @@ static int release_child(struct follow *f, pid_t pid)
 	struct kiwi_sync_msg go = { .type = KIWI_SYNC_MAPS_DONE };
 	const struct kiwi_debug *dbg = f->cfg->debug;
 	int64_t t = KIWI_DEBUG_NOW(dbg);
-	if (kiwi_userns_map_self(pid, f->err) < 0)
+	/* Before egress-attach: the helper's session binds to the sandbox
+	 * on the first request naming it, whichever that is. */
+	bool by_helper = helper_writes_maps(f->cfg);
+	if (by_helper ? kiwi_helper_idmap(f->res->helper, f->pidfd, f->cfg->idmap, f->err) < 0
+		      : kiwi_userns_write_maps(pid, f->cfg->idmap, !drops_groups(f->cfg), f->err) < 0)
 		return -1;
-	KIWI_DEBUG(dbg, "run", t, "maps", "uid/gid maps of pid %d written", (int)pid);
+	KIWI_DEBUG(dbg, "run", t, "maps", "uid/gid maps of pid %d written%s", (int)pid,
+		   by_helper ? " by kiwi-helper" : "");
 	t = KIWI_DEBUG_NOW(dbg);
 	if (f->egress && kiwi_egress_setup(f->egress, pid, f->pidfd, f->err) < 0)
 		return -1;
@@ -468,6 +502,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	struct kiwi_init_args args = {
 		.cfg = cfg, .sock = sp[1], .stdin_fd = devnull,
 		.stdout_fd = f->out.write_fd, .stderr_fd = f->errout.write_fd,
+		.drop_groups = drops_groups(cfg),
 	};
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	kiwi_pty_caller_winsize(STDIN_FILENO, cfg->stdout_dest, &args.winsize);
@@ -574,6 +609,10 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "check", "rootfs=%s, %zu bind(s), %zu fd(s)", cfg->rootfs,
 		   cfg->n_binds, cfg->n_preserve_fds);
+	/* Started before clone, so that a missing helper costs no sandbox;
+	 * egress, when asked for too, shares the session. */
+	if (helper_writes_maps(cfg) && kiwi_helper_start(&res->helper, err) < 0)
+		return -1;
 
 	/* The command's process applies the rules; the ABI is the kernel's. */
 	res->landlock_abi = cfg->landlock ? kiwi_landlock_abi() : 0;

@@ -20,11 +20,12 @@
 #include "kiwi/egress.h"
 #include "kiwi/err.h"
 #include "kiwi/json.h"
+#include "kiwi/userns.h"
 
 #define KIWI_HELPER_FD 3               /* the helper's end of the socket */
 #define KIWI_HELPER_MSG_MAX 16384      /* one request or answer */
 #define KIWI_HELPER_MAX_FDS 4          /* more in one message: refused */
-#define KIWI_HELPER_MAX_EXTENTS 5      /* per id map, as newuidmap's users need */
+#define KIWI_HELPER_MAX_EXTENTS KIWI_USERNS_MAX_EXTENTS  /* per id map */
 #define KIWI_HELPER_MAX_RANGES 16      /* allotted id ranges per rule */
 #define KIWI_HELPER_CONFIG_MAX (256 * 1024)
 
@@ -38,10 +39,6 @@ enum kiwi_helper_op {
 	/* After clone: the veth into the sandbox (pidfd sent along) and the
 	 * host-side nftables table. */
 	KIWI_HELPER_OP_EGRESS_ATTACH = 1 << 2,
-};
-
-struct kiwi_id_extent {
-	uint32_t inside, outside, count;
 };
 
 struct kiwi_helper_request {
@@ -135,6 +132,11 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
 /* Ends the session: the helper removes what it holds and exits. NULL is
  * fine. */
 void kiwi_helper_stop(struct kiwi_helper *h);
+/* After clone, while the sandbox waits at sync #1, before egress-attach:
+ * the helper writes m into the sandbox's user namespace (named by pidfd),
+ * with setgroups denied, once it found every extent allotted to the
+ * caller. A refusal becomes err, in the helper's words. */
+int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap *m, kiwi_err *err);
 /* $KIWI_HELPER, else the path meson installs it at. kiwi-run is not
  * privileged, so the variable only chooses what the caller runs. */
 const char *kiwi_helper_path(void);

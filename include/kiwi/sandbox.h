@@ -19,6 +19,7 @@ struct kiwi_egress_config;
 struct kiwi_debug;
 struct kiwi_tail;
 struct kiwi_helper;
+struct kiwi_idmap;
 
 struct kiwi_bind {
 	const char *source;       /* host path */
@@ -81,6 +82,14 @@ struct kiwi_sandbox_config {
 	 * out, but every packet tried is logged, refused at once and reported
 	 * in net_attempts. */
 	bool net_audit;
+
+	/* The user namespace's id maps. NULL: the caller's own uid and gid at
+	 * 0 (root's 0 at 0). Else written by kiwi-run when root or when the
+	 * map is the caller's own ids alone, by kiwi-helper(8) otherwise. */
+	const struct kiwi_idmap *idmap;
+	/* The ids pid 1 and the command take on inside (mapped ones); 0:0
+	 * unless --user said otherwise. */
+	uint32_t uid, gid;
 
 	/* --debug: each setup step with its timing on stderr; NULL: off, at
 	 * no cost (see kiwi/debug.h). */

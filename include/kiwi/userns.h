@@ -1,15 +1,63 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* User namespace id maps, written by the parent for its child. */
+/* User namespace id maps: parsed from --uidmap/--gidmap, written by the
+ * parent for its child (or by kiwi-helper(8) for a caller that is not
+ * root), and the ids pid 1 takes on inside. */
 #ifndef KIWI_USERNS_H
 #define KIWI_USERNS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "kiwi/err.h"
 
-/* Maps the caller's own uid and gid to 0 inside the child's user namespace
- * (root maps 0 to 0; a rootless caller maps itself). setgroups is denied
- * first, which an unprivileged writer of gid_map must do. */
-int kiwi_userns_map_self(pid_t child, kiwi_err *err);
+/* Extents per map: what kiwi-helper accepts, as newuidmap's users need. */
+#define KIWI_USERNS_MAX_EXTENTS 5
+
+struct kiwi_id_extent {
+	uint32_t inside, outside, count;
+};
+
+/* A sandbox's uid and gid maps. */
+struct kiwi_idmap {
+	struct kiwi_id_extent uid[KIWI_USERNS_MAX_EXTENTS];
+	size_t n_uid;
+	struct kiwi_id_extent gid[KIWI_USERNS_MAX_EXTENTS];
+	size_t n_gid;
+};
+
+/* Parses "INSIDE:OUTSIDE:COUNT" (decimal, count > 0, neither range past
+ * 2^32-1) and appends it to map, refusing a map that would then hold more
+ * than KIWI_USERNS_MAX_EXTENTS extents or two extents whose inside or
+ * outside ranges overlap (the kernel refuses those too, but later and
+ * without saying which). err names neither flag nor map: the caller
+ * wraps it. Pure code: fuzzed. */
+int kiwi_idmap_add(struct kiwi_id_extent *map, size_t *n, const char *text, kiwi_err *err);
+
+/* Parses "UID[:GID]" (decimal; GID 0 when left out, as docker and podman
+ * do). Pure code: fuzzed. */
+int kiwi_userns_parse_user(const char *text, uint32_t *uid, uint32_t *gid, kiwi_err *err);
+
+/* True when id (inside) is mapped by one of the extents. */
+bool kiwi_idmap_maps(const struct kiwi_id_extent *map, size_t n, uint32_t id);
+
+/* True when the map is the one an unprivileged caller may write itself:
+ * one extent of its own uid (and one of its own gid), count 1. */
+bool kiwi_idmap_is_own(const struct kiwi_idmap *m, uid_t uid, gid_t gid);
+
+/* Parent side. Writes m (NULL: the caller's own uid and gid at 0; root
+ * maps 0 to 0) into the child's user namespace. setgroups is denied first
+ * when deny_setgroups is set, which an unprivileged writer of gid_map must
+ * do; root leaves it allowed so that pid 1 can drop the host's
+ * supplementary groups (kiwi_userns_become). */
+int kiwi_userns_write_maps(pid_t child, const struct kiwi_idmap *m, bool deny_setgroups, kiwi_err *err);
+
+/* Child side, pid 1 while it still holds every capability of its user
+ * namespace. Takes on uid and gid (mapped ids), with no supplementary
+ * group when drop_groups is set (setgroups must be allowed then), and
+ * keeps its capabilities (SECBIT_NO_SETUID_FIXUP) so that
+ * kiwi_caps_drop_all() can still drop the bounding set afterwards. */
+int kiwi_userns_become(uid_t uid, gid_t gid, bool drop_groups, kiwi_err *err);
 
 #endif

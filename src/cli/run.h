@@ -13,6 +13,7 @@
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
 #include "kiwi/sandbox.h"
+#include "kiwi/userns.h"
 
 struct kiwi_seccomp;
 
@@ -40,6 +41,7 @@ struct run_args {
 	struct kiwi_egress_config egress;
 	bool network_egress;
 	const char *egress_flag;  /* the first egress setting seen, for errors */
+	struct kiwi_idmap idmap;  /* --uidmap, --gidmap: cfg.idmap points here once one is given */
 	bool defaults_set;
 	bool command_optional;    /* no command after `--` is fine (the caller fills it) */
 	kiwi_err err;         /* a flag's value that did not parse */

@@ -47,6 +47,9 @@ enum {
 	OPT_IMAGE_CACHE,
 	OPT_EGRESS_SETTING,   /* every flag kiwi_egress_config_add() takes */
 	OPT_DEBUG,
+	OPT_UIDMAP,
+	OPT_GIDMAP,
+	OPT_USER,
 	OPT_HELP,
 };
 
@@ -87,6 +90,9 @@ static const struct option run_options[] = {
 	{ "egress-audit", required_argument, NULL, OPT_EGRESS_SETTING },
 	{ "egress-pool", required_argument, NULL, OPT_EGRESS_SETTING },
 	{ "debug", no_argument, NULL, OPT_DEBUG },
+	{ "uidmap", required_argument, NULL, OPT_UIDMAP },
+	{ "gidmap", required_argument, NULL, OPT_GIDMAP },
+	{ "user", required_argument, NULL, OPT_USER },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -132,6 +138,9 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --io-weight N         io.weight (1-10000)\n"
 	       "  --io-max LINE         io.max (\"MAJ:MIN rbps=N wbps=N ...\")\n"
 	       "  --cgroup-parent PATH  where the sandbox's cgroup is made (cgroup v2 only)\n"
+	       "  --uidmap IN:OUT:N     map N uids from OUT (host) to IN (repeatable, up to 5);\n"
+	       "  --gidmap IN:OUT:N     not root: through kiwi-helper(8); one alone sets both\n"
+	       "  --user UID[:GID]      the ids the command runs as inside (default 0:0)\n"
 	       "  --debug               print each setup step with its timing on stderr\n\n"
 	       "See kiwi-run(1).\n");
 }
@@ -296,6 +305,26 @@ int run_args_set_bound(struct run_args *a, const char *flag, const char *value)
 	return kiwi_error(&a->err, EINVAL, "args", "`%s` is not a bound", flag);
 }
 
+/* --uidmap, --gidmap, --user: checked as they come (form, overlaps,
+ * count); whether --user is mapped is the launcher's to say. */
+static int take_id_option(struct run_args *a, int c, const char *value)
+{
+	struct kiwi_idmap *m = &a->idmap;
+	kiwi_err e = { 0 };
+	int r;
+	if (c == OPT_USER) {
+		r = kiwi_userns_parse_user(value, &a->cfg.uid, &a->cfg.gid, &e);
+	} else if (c == OPT_UIDMAP) {
+		r = kiwi_idmap_add(m->uid, &m->n_uid, value, &e);
+	} else {
+		r = kiwi_idmap_add(m->gid, &m->n_gid, value, &e);
+	}
+	if (r < 0)
+		return kiwi_cli_usage_error(a->cmd, "--%s: %s", c == OPT_USER ? "user" : c == OPT_UIDMAP ? "uidmap" : "gidmap",
+					    e.msg);
+	return 0;
+}
+
 /* The options whose value must be checked. Returns 0, or non-zero once the
  * error is printed. */
 static int take_checked_option(struct run_args *a, int c, const char *name, const char *value)
@@ -332,6 +361,10 @@ static int take_checked_option(struct run_args *a, int c, const char *name, cons
 			return kiwi_cli_usage_error(a->cmd, "--preserve-fd wants a number >= 3, got `%s`", value);
 		a->cfg.n_preserve_fds++;
 		return 0;
+	case OPT_UIDMAP:
+	case OPT_GIDMAP:
+	case OPT_USER:
+		return take_id_option(a, c, value);
 	case OPT_VERDICT_FD:
 		if (parse_fd(value, &a->verdict_fd) < 0 || fcntl(a->verdict_fd, F_GETFD) < 0)
 			return kiwi_cli_usage_error(a->cmd, "--verdict-fd `%s` is not an open fd", value);
@@ -345,6 +378,23 @@ static int take_checked_option(struct run_args *a, int c, const char *name, cons
 	}
 }
 
+/* One of --uidmap and --gidmap alone stands for both, as the common
+ * case maps the same ranges (podman does the same). */
+static void complete_idmap(struct run_args *a)
+{
+	struct kiwi_idmap *m = &a->idmap;
+	if (!m->n_uid && !m->n_gid)
+		return;
+	if (!m->n_gid) {
+		memcpy(m->gid, m->uid, sizeof(m->gid));
+		m->n_gid = m->n_uid;
+	} else if (!m->n_uid) {
+		memcpy(m->uid, m->gid, sizeof(m->uid));
+		m->n_uid = m->n_gid;
+	}
+	a->cfg.idmap = m;
+}
+
 /* What only the whole command line can tell. */
 static int check_run_args(int argc, char **argv, struct run_args *a)
 {
@@ -354,6 +404,7 @@ static int check_run_args(int argc, char **argv, struct run_args *a)
 		return kiwi_cli_usage_error(a->cmd, "--%s needs --network egress", a->egress_flag);
 	if (a->network_egress)
 		a->cfg.egress = &a->egress;
+	complete_idmap(a);
 	if (optind >= argc && !a->image && !a->command_optional)
 		return kiwi_cli_usage_error(a->cmd, "no command given (put it after `--`)");
 	if (a->verdict_path && a->verdict_fd >= 0)
