@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiwi-run as a user asking kiwi-helper for a multi-id map (issue 8):
+--uidmap, --gidmap and --user end to end through the real setuid helper
+(the maps the kernel shows inside, who owns on the host what the sandbox
+writes), and every map not allotted refused in the helper's words, with
+exit 125, one line, and nothing left behind."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, _binary
+
+RANGE = ["--uidmap", "0:200000:65536", "--gidmap", "0:200000:65536"]   # kiwi-test's, in default_rules
+
+
+@pytest.fixture(scope="module")
+def kiwi_run(install_dir):
+    """kiwi-run and a busybox rootfs, where the test users reach them."""
+    kr = install_dir / "kiwi-run"
+    shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
+    rootfs = install_dir / "rootfs-idmap"
+    if not rootfs.is_dir():
+        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), "/bin/true"],
+                           capture_output=True, text=True)
+        if r.returncode:
+            pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
+    return kr, rootfs
+
+
+def as_user(user, kr, args, helper):
+    argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups",
+            "env", "-i", "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def run_as(user, kiwi_run, helper, opts, cmd):
+    kr, rootfs = kiwi_run
+    return as_user(user, kr, ["run", "--rootfs", str(rootfs), *opts, "--", *cmd], helper)
+
+
+def explain(r):
+    return f"exit {r.returncode}\n--- stdout\n{r.stdout}--- stderr\n{r.stderr}"
+
+
+def helper_processes(helper):
+    """Live processes running the test helper's binary."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "exe") == str(helper):
+                    found.append(int(p.name))
+            except OSError:
+                pass
+    return found
+
+
+def processes_of(uids):
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if p.stat().st_uid in uids:
+                    found.append(int(p.name))
+            except OSError:
+                pass
+    return found
+
+
+def assert_nothing_left(user, kiwi_run, helper):
+    assert helper_processes(helper) == []
+    assert processes_of(range(200000, 200000 + 65536)) == []
+    r = as_user(user, kiwi_run[0], ["list", "--json"], helper)
+    assert r.returncode == 0, explain(r)
+    assert json.loads(r.stdout) in ([], {"sandboxes": []}), r.stdout
+
+
+def owned_dir(install_dir, name, uid):
+    d = install_dir / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(mode=0o755)
+    os.chown(d, uid, uid)
+    d.chmod(0o755)
+    return d
+
+
+def refused(r, *words):
+    assert r.returncode == 125, explain(r)
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("kiwi-run: "), explain(r)
+    for w in words:
+        assert w in r.stderr, f"the message should say {w!r}: {explain(r)}"
+
+
+def test_allotted_range_end_to_end(kiwi_run, helper, config, install_dir):
+    d = owned_dir(install_dir, "work-idmap", 200000)
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--bind", f"{d}:/workspace"],
+               ["/bin/sh", "-c", "cat /proc/self/uid_map; cat /proc/self/gid_map; cat /proc/self/setgroups; "
+                                 "id -u; touch /workspace/made; sleep 0.3"])
+    assert r.returncode == 0, explain(r)
+    assert [l.split() for l in r.stdout.splitlines()] == [
+        ["0", "200000", "65536"], ["0", "200000", "65536"], ["deny"], ["0"]], explain(r)
+    st = os.stat(d / "made")
+    assert (st.st_uid, st.st_gid) == (200000, 200000)
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_user_inside_the_allotted_range(kiwi_run, helper, config, install_dir):
+    d = owned_dir(install_dir, "work-idmap-user", 201000)
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--user", "1000:1000", "--bind", f"{d}:/workspace"],
+               ["/bin/sh", "-c", "id -u; id -g; touch /workspace/made; grep -E '^Cap(Prm|Eff|Bnd)' /proc/self/status"])
+    assert r.returncode == 0, explain(r)
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["1000", "1000"], explain(r)
+    assert [l.split()[1] for l in lines[2:]] == ["0000000000000000"] * 3, explain(r)
+    st = os.stat(d / "made")
+    assert (st.st_uid, st.st_gid) == (201000, 201000)
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_subids_of_the_caller_work_with_its_own_id(kiwi_run, helper, config, users):
+    """kiwi-test2's rule allots its /etc/subuid range; its own ids may sit
+    beside it, as newuidmap users map them."""
+    pw = users["kiwi-test2"]
+    opts = ["--uidmap", f"0:{pw.pw_uid}:1", "--uidmap", "1:300000:65536",
+            "--gidmap", f"0:{pw.pw_gid}:1", "--gidmap", "1:300000:65536", "--user", "5:5"]
+    r = run_as("kiwi-test2", kiwi_run, helper, opts, ["/bin/sh", "-c", "cat /proc/self/uid_map; id -u"])
+    assert r.returncode == 0, explain(r)
+    assert [l.split() for l in r.stdout.splitlines()] == [
+        ["0", str(pw.pw_uid), "1"], ["1", "300000", "65536"], ["5"]], explain(r)
+    assert_nothing_left("kiwi-test2", kiwi_run, helper)
+
+
+@pytest.mark.parametrize("opts,words", [
+    (["--uidmap", "0:0:1", "--gidmap", "0:200000:1"], ["kiwi-helper refused", "host root"]),
+    (["--uidmap", "0:200000:1", "--gidmap", "0:0:65536"], ["kiwi-helper refused", "gid_map", "host root"]),
+    (["--uidmap", "0:300000:10"], ["kiwi-helper refused", "not allotted"]),      # kiwi-test2's subids
+    (["--uidmap", "0:200000:65537"], ["kiwi-helper refused", "not allotted"]),   # one past the range
+])
+def test_maps_not_allotted_are_refused(kiwi_run, helper, config, opts, words):
+    r = run_as("kiwi-test", kiwi_run, helper, opts, ["true"])
+    refused(r, *words)
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_another_users_uid_is_refused(kiwi_run, helper, config, users):
+    other = users["kiwi-test2"].pw_uid
+    r = run_as("kiwi-test", kiwi_run, helper, ["--uidmap", f"0:{other}:1", "--gidmap", "0:200000:1"], ["true"])
+    refused(r, "kiwi-helper refused", "not allotted", f"{other}..{other}")
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_more_extents_than_allowed_are_refused(kiwi_run, helper, config):
+    """The helper takes 5 extents per map; kiwi-run says so before it is asked."""
+    opts = [x for i in range(6) for x in ("--uidmap", f"{i}:{200000 + i}:1")]
+    r = run_as("kiwi-test", kiwi_run, helper, opts, ["true"])
+    refused(r, "--uidmap", "at most 5 extents")
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_op_not_allowed_by_the_config(kiwi_run, helper, config, users):
+    rules = [{"user": "kiwi-test", "operations": ["egress"], "uids": [[200000, 65536]],
+              "gids": [[200000, 65536]], "egress": ["public_internet"]}]
+    config.write(rules)
+    r = run_as("kiwi-test", kiwi_run, helper, RANGE, ["true"])
+    refused(r, "kiwi-helper refused", "idmap is not allowed")
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_helper_missing_is_said_plainly(kiwi_run, config):
+    r = run_as("kiwi-test", kiwi_run, "/nonexistent/kiwi-helper", RANGE, ["true"])
+    refused(r, "/nonexistent/kiwi-helper", "kiwi-helper")
+    assert processes_of(range(200000, 200000 + 65536)) == []
+
+
+def test_own_ids_need_no_helper(kiwi_run, config, users):
+    """A map of the caller's own ids alone is written by kiwi-run itself."""
+    pw = users["kiwi-test"]
+    opts = ["--uidmap", f"1000:{pw.pw_uid}:1", "--gidmap", f"1000:{pw.pw_gid}:1", "--user", "1000:1000"]
+    r = run_as("kiwi-test", kiwi_run, "/nonexistent/kiwi-helper", opts, ["/bin/sh", "-c", "cat /proc/self/uid_map; id -u"])
+    assert r.returncode == 0, explain(r)
+    assert [l.split() for l in r.stdout.splitlines()] == [["1000", str(pw.pw_uid), "1"], ["1000"]], explain(r)
