@@ -3,8 +3,8 @@
 sandboxes, as root and as the unprivileged user, and the host checked
 afterwards.
 
-It borrows the integration harness (tests/integration/conftest.py, loaded
-by path under another module name): its session directory, test user,
+It borrows the integration harness (tests/integration/conftest.py, through
+tests/integration/harness.py): its session directory, test user,
 subreaper, leftover-process check and the per-mode `Kiwi` runner. What is
 its own: the static attack program `kiwi-attack` (this directory) in a
 busybox rootfs of its own, and `host_unchanged`, which fails any test
@@ -16,7 +16,6 @@ Inputs (environment):
   KIWI_ATTACK  the kiwi-attack binary (default: compiled here, cc -static)
 """
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -28,22 +27,13 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-IT = REPO / "tests" / "integration"
 ATTACK = "/usr/local/bin/kiwi-attack"  # where busybox-rootfs.sh puts it
 
-sys.path.insert(0, str(IT))  # the integration conftest imports procs.py
-_spec = importlib.util.spec_from_file_location("kiwi_it_conftest", IT / "conftest.py")
-it = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(it)
-
+sys.path.insert(0, str(HERE.parent / "integration"))
 # Fixtures taken as they are (pytest finds them by name in this module;
 # those that depend on others get this module's when it defines them).
-session_dir = it.session_dir
-scratch = it.scratch
-test_user = it.test_user
-subreaper = it.subreaper
-no_leftover_processes = it.no_leftover_processes
-explain = it.explain
+from harness import (explain, it, no_leftover_processes, scratch,  # noqa: E402,F401
+                     session_dir, subreaper, test_user)
 
 
 @pytest.fixture(scope="session")

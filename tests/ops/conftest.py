@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Harness for the ops suite (`kiwi-run list`, `kill`, `doctor`, `--debug`).
 
-It borrows the integration harness (tests/integration/conftest.py, loaded
-by path under another module name): the session directory, the test user,
+It borrows the integration harness (tests/integration/conftest.py, through
+tests/integration/harness.py): the session directory, the test user,
 the busybox rootfs, the leftover-process check and the per-mode `Kiwi`
 runner. What is its own: `Sandbox`, a `sleep` sandbox started in the
 background and found again in `kiwi-run list`, and the runners for a second
 unprivileged user (`nobody`) who must never reach the others' sandboxes.
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,23 +18,11 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-IT = HERE.parent / "integration"
 
-sys.path.insert(0, str(IT))  # the integration conftest imports procs.py
-_spec = importlib.util.spec_from_file_location("kiwi_it_conftest", IT / "conftest.py")
-it = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(it)
-
-session_dir = it.session_dir
-scratch = it.scratch
-test_user = it.test_user
-subreaper = it.subreaper
-no_leftover_processes = it.no_leftover_processes
-binaries = it.binaries
-rootfs = it.rootfs
-kiwi = it.kiwi
-explain = it.explain
-default_signal_state = it.default_signal_state
+sys.path.insert(0, str(HERE.parent / "integration"))
+from harness import (binaries, default_signal_state, explain, it, kiwi,  # noqa: E402,F401
+                     no_leftover_processes, rootfs, scratch, session_dir, subreaper,
+                     test_user)
 
 OTHER_USER = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 LIST_WAIT = 10  # seconds a started sandbox may take to show up in `list`

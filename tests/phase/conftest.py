@@ -1,15 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Harness of the phase suite (`kiwi-run phase install|verify`, issue 6).
 
-It borrows the integration harness (tests/integration/conftest.py, loaded by
-path): the session directory, test user, subreaper, leftover-process check,
-the busybox rootfs with kiwi-probe and the per-mode `Kiwi` runner (root and
-rootless). Its own: `Phase`, which runs a phase and parses its verdict, and
+It borrows the integration harness (tests/integration/conftest.py, through
+tests/integration/harness.py): the session directory, test user, subreaper,
+leftover-process check, the busybox rootfs with kiwi-probe and the per-mode
+`Kiwi` runner (root and rootless). Its own: `Phase`, which runs a phase and parses its verdict, and
 workspaces made from small fixtures.
 
 Inputs (environment): KIWI_RUN (default <repo>/build/src/kiwi-run).
 """
-import importlib.util
 import json
 import os
 import shutil
@@ -21,26 +20,11 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-IT = REPO / "tests" / "integration"
 
-sys.path.insert(0, str(IT))
-_spec = importlib.util.spec_from_file_location("kiwi_it_conftest", IT / "conftest.py")
-it = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(it)
-
-session_dir = it.session_dir
-scratch = it.scratch
-test_user = it.test_user
-subreaper = it.subreaper
-no_leftover_processes = it.no_leftover_processes
-binaries = it.binaries
-rootfs = it.rootfs
-kiwi = it.kiwi
-explain = it.explain
-pytest_runtest_logreport = it.pytest_runtest_logreport
-pytest_sessionfinish = it.pytest_sessionfinish
-
-CANARY = it.CANARY
+sys.path.insert(0, str(HERE.parent / "integration"))
+from harness import (CANARY, binaries, explain, it, kiwi,  # noqa: E402,F401
+                     no_leftover_processes, pytest_runtest_logreport, pytest_sessionfinish,
+                     rootfs, scratch, session_dir, subreaper, test_user)
 
 
 class Phase:

@@ -2,8 +2,8 @@
 """Harness for the interactive tests: `kiwi-run shell` and `run --tty` in a
 tmux pane, typed at and read back from the screen, as a person would.
 
-It borrows the integration harness (tests/integration/conftest.py, loaded
-by path under another module name, as tests/attacks does): the session
+It borrows the integration harness (tests/integration/conftest.py, through
+tests/integration/harness.py, as tests/attacks does): the session
 directory, the test user, the subreaper, the leftover-process check and
 the per-mode `Kiwi` runner (root, and rootless through setpriv). Its own:
 a busybox rootfs with kiwi-ttyscan inside, and `Pane`, one tmux server on
@@ -13,7 +13,6 @@ Inputs (environment):
   KIWI_RUN      the kiwi-run binary (default <repo>/build/src/kiwi-run)
   KIWI_TTYSCAN  the kiwi-ttyscan binary (default: compiled here, cc -static)
 """
-import importlib.util
 import os
 import re
 import shlex
@@ -28,21 +27,12 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-IT = REPO / "tests" / "integration"
 TTYSCAN = "/usr/local/bin/kiwi-ttyscan"  # where busybox-rootfs.sh puts it
 WAIT = 30  # seconds a screen may take to show what is expected (a loaded host)
 
-sys.path.insert(0, str(IT))
-_spec = importlib.util.spec_from_file_location("kiwi_it_conftest_tty", IT / "conftest.py")
-it = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(it)
-
-session_dir = it.session_dir
-scratch = it.scratch
-test_user = it.test_user
-subreaper = it.subreaper
-no_leftover_processes = it.no_leftover_processes
-kiwi = it.kiwi
+sys.path.insert(0, str(HERE.parent / "integration"))
+from harness import (it, kiwi, no_leftover_processes, scratch,  # noqa: E402,F401
+                     session_dir, subreaper, test_user)
 
 
 @pytest.fixture(scope="session", autouse=True)
