@@ -8,38 +8,45 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, _binary
+from fakenet import World, leftovers
 
 RANGE = ["--uidmap", "0:200000:65536", "--gidmap", "0:200000:65536"]   # kiwi-test's, in default_rules
+PROBE = "/usr/local/bin/netprobe"
+EGRESS = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", "203.0.113.0/24",
+          "--dns", "192.0.2.53"]
 
 
 @pytest.fixture(scope="module")
 def kiwi_run(install_dir):
-    """kiwi-run and a busybox rootfs, where the test users reach them."""
+    """kiwi-run and a busybox rootfs with netprobe, where the test users reach them."""
     kr = install_dir / "kiwi-run"
     shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
+    probe = install_dir / "netprobe"
+    shutil.copy2(_binary("KIWI_NETPROBE", "tests/net/netprobe"), probe)
     rootfs = install_dir / "rootfs-idmap"
     if not rootfs.is_dir():
-        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), "/bin/true"],
+        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), str(probe)],
                            capture_output=True, text=True)
         if r.returncode:
             pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
     return kr, rootfs
 
 
-def as_user(user, kr, args, helper):
-    argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups",
+def as_user(user, kr, args, helper, prefix=()):
+    argv = [*prefix, "setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups",
             "env", "-i", "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
-def run_as(user, kiwi_run, helper, opts, cmd):
+def run_as(user, kiwi_run, helper, opts, cmd, prefix=()):
     kr, rootfs = kiwi_run
-    return as_user(user, kr, ["run", "--rootfs", str(rootfs), *opts, "--", *cmd], helper)
+    return as_user(user, kr, ["run", "--rootfs", str(rootfs), *opts, "--", *cmd], helper, prefix)
 
 
 def explain(r):
@@ -183,3 +190,46 @@ def test_own_ids_need_no_helper(kiwi_run, config, users):
     r = run_as("kiwi-test", kiwi_run, "/nonexistent/kiwi-helper", opts, ["/bin/sh", "-c", "cat /proc/self/uid_map; id -u"])
     assert r.returncode == 0, explain(r)
     assert [l.split() for l in r.stdout.splitlines()] == [["1000", str(pw.pw_uid), "1"], ["1000"]], explain(r)
+
+
+@pytest.fixture(scope="module")
+def world():
+    if not shutil.which("ip") or not shutil.which("nft"):
+        pytest.skip("needs iproute2 and nftables (test tooling): apt-get install iproute2 nftables")
+    w = World(f"kwi{os.getpid() % 100000}")
+    with w:
+        yield w
+
+
+def test_egress_and_idmap_share_one_helper(world, kiwi_run, helper, config):
+    """One helper session: the maps first (binding it to the sandbox),
+    then the veth into the same sandbox; the command, as uid 1000 of the
+    allotted range, reaches the fake upstream."""
+    r = run_as("kiwi-test", kiwi_run, helper, [*EGRESS, *RANGE, "--user", "1000:1000"],
+               ["/bin/sh", "-c", f"cat /proc/self/uid_map; id -u; {PROBE} tcp 203.0.113.10 80"],
+               prefix=world.hx())
+    assert r.returncode == 0, explain(r)
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["0", "200000", "65536"] and lines[1] == "1000", explain(r)
+    got = json.loads(lines[2])
+    assert got["ok"] and got["reply"], explain(r)
+    assert leftovers(world.host) == ([], [])
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_kill_9_of_kiwi_run_leaves_nothing(kiwi_run, helper, config):
+    """pid 1 runs as an id of the range (its parent-death signal armed
+    again after the change): kiwi-run killed, the sandbox and the helper go."""
+    kr, rootfs = kiwi_run
+    argv = ["setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups", "env", "-i",
+            "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), "run", "--rootfs", str(rootfs),
+            *RANGE, "--user", "1000:1000", "--", "/bin/sh", "-c", "echo up; sleep 600"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert p.stdout.readline() == "up\n"
+    assert processes_of([201000]), "the command should run as host uid 201000"
+    p.kill()
+    p.wait()
+    # bounded by meson's timeout, not by a clock of ours
+    while helper_processes(helper) or processes_of(range(200000, 200000 + 65536)):
+        time.sleep(0.05)
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
