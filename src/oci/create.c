@@ -9,6 +9,7 @@
 #include "../sync.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/helper.h"
 #include "kiwi/oci_runtime.h"
 #include "kiwi/seccomp.h"
 #include "kiwi/spawn.h"
@@ -189,16 +190,37 @@ static bool only_self(const struct kiwi_oci_idmap *m, size_t n, unsigned self)
 	return n == 1 && m[0].host_id == self && m[0].size == 1;
 }
 
-/* Returns whether setgroups stays allowed in the namespace. */
-static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
+/* kiwi-helper(8), preferred when installed: both maps in one request,
+ * from the ranges its admin config allots. 1: not installed, or maps
+ * beyond its 5 extents (newuidmap's turn); 0: written; -1: err. */
+static int maps_by_kiwi_helper(struct creation *c, kiwi_err *err)
 {
 	const struct kiwi_oci_config *cfg = c->cfg;
-	*may_setgroups = true;
-	if (!(cfg->new_ns & CLONE_NEWUSER))
-		return 0;
-	if (geteuid() == 0)
-		return write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0 ||
-		       write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err) < 0 ? -1 : 0;
+	if (cfg->n_uid_maps > KIWI_HELPER_MAX_EXTENTS || cfg->n_gid_maps > KIWI_HELPER_MAX_EXTENTS ||
+	    access(kiwi_helper_path(), X_OK) < 0)
+		return 1;
+	struct kiwi_idmap m = { .n_uid = cfg->n_uid_maps, .n_gid = cfg->n_gid_maps };
+	for (size_t i = 0; i < m.n_uid; i++)
+		m.uid[i] = (struct kiwi_id_extent){ cfg->uid_maps[i].container_id, cfg->uid_maps[i].host_id,
+						    cfg->uid_maps[i].size };
+	for (size_t i = 0; i < m.n_gid; i++)
+		m.gid[i] = (struct kiwi_id_extent){ cfg->gid_maps[i].container_id, cfg->gid_maps[i].host_id,
+						    cfg->gid_maps[i].size };
+	struct kiwi_helper *h = NULL;
+	if (kiwi_helper_start(&h, err) < 0)
+		return -1;
+	/* Nothing for the helper to hold once the maps are written: the
+	 * session ends here, and the container outlives it. */
+	int r = kiwi_helper_idmap(h, c->pidfd, &m, err);
+	kiwi_helper_stop(h);
+	return r;
+}
+
+/* A caller that is not root writes its own single ids itself; any more
+ * come from newuidmap and newgidmap. */
+static int write_maps_unprivileged(struct creation *c, bool *may_setgroups, kiwi_err *err)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
 	if (only_self(cfg->uid_maps, cfg->n_uid_maps, getuid())) {
 		if (write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0)
 			return -1;
@@ -215,6 +237,37 @@ static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
 		return write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err);
 	}
 	return run_idmap_helper("newgidmap", c->pid, cfg->gid_maps, cfg->n_gid_maps, err);
+}
+
+/* Returns whether setgroups stays allowed in the namespace. Beyond the
+ * caller's own ids, kiwi-helper is asked first when installed; when it is
+ * not, or refuses (an admin may grant through /etc/subuid alone),
+ * newuidmap and newgidmap. Both failing, the helper's reason leads. */
+static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
+	*may_setgroups = true;
+	if (!(cfg->new_ns & CLONE_NEWUSER))
+		return 0;
+	if (geteuid() == 0)
+		return write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0 ||
+		       write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err) < 0 ? -1 : 0;
+	kiwi_err helper_err = { 0 };
+	int by_helper = 1;
+	if (!only_self(cfg->uid_maps, cfg->n_uid_maps, getuid()) ||
+	    !only_self(cfg->gid_maps, cfg->n_gid_maps, getgid()))
+		by_helper = maps_by_kiwi_helper(c, &helper_err);
+	if (by_helper == 0) {
+		*may_setgroups = false;   /* the helper denies it */
+		return 0;
+	}
+	if (write_maps_unprivileged(c, may_setgroups, err) == 0)
+		return 0;
+	if (by_helper < 0) {
+		kiwi_error_wrap(err, "%s; then", helper_err.msg);
+		snprintf(err->step, sizeof(err->step), "%s", helper_err.step);
+	}
+	return -1;
 }
 
 /* The container's cgroup: cgroupsPath, or /kiwi-oci/<id> for limits
