@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,13 +68,15 @@ def helper_processes(helper):
 
 
 def processes_of(uids):
+    """Live (not zombie: a dead container's init waits for the host's init
+    to reap it) processes of the given host uids."""
     found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if p.stat().st_uid in uids:
+                if p.stat().st_uid in uids and (p / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                     found.append(int(p.name))
-            except OSError:
+            except (OSError, IndexError):
                 pass
     return found
 
@@ -232,4 +235,62 @@ def test_kill_9_of_kiwi_run_leaves_nothing(kiwi_run, helper, config):
     # bounded by meson's timeout, not by a clock of ours
     while helper_processes(helper) or processes_of(range(200000, 200000 + 65536)):
         time.sleep(0.05)
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def oci(user, kr, state, *args, helper, stdout=None):
+    """kiwi-run as an OCI runtime. Files, not pipes: a created container's
+    init holds the streams it inherited until it ends."""
+    argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "env", "-i",
+            "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), "--root", str(state), *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run(argv, stdout=stdout or out, stderr=err, stdin=subprocess.DEVNULL, timeout=120)
+        out.seek(0)
+        err.seek(0)
+        r.stdout, r.stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return r
+
+
+def test_oci_create_asks_the_helper_for_a_map_beyond_the_callers_ids(kiwi_run, helper, config, install_dir, users):
+    """kiwi-run as an OCI runtime, not root: linux.uidMappings of the
+    allotted range come from kiwi-helper (preferred over newuidmap), and a
+    range not allotted is refused in its words."""
+    kr, rootfs = kiwi_run
+    pw = users["kiwi-test"]
+    work = install_dir / "oci-idmap"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "state").mkdir(parents=True)
+    for d in (work, work / "state"):
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    r = oci("kiwi-test", kr, work / "state", "spec", "--bundle", str(work), "--rootless", helper=helper)
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((work / "config.json").read_text())
+    cfg["process"].update(terminal=False, args=["/bin/sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map; id -u"])
+    cfg["root"]["path"] = str(rootfs)
+    for key in ("uidMappings", "gidMappings"):
+        cfg["linux"][key] = [{"containerID": 0, "hostID": 200000, "size": 65536}]
+    (work / "config.json").write_text(json.dumps(cfg))
+    out = work / "out"
+    with open(out, "w") as f:
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        r = oci("kiwi-test", kr, work / "state", "create", "--bundle", str(work), "idm", helper=helper, stdout=f)
+    assert r.returncode == 0, r.stderr
+    assert helper_processes(helper) == [], "the helper's session ends with create"
+    r = oci("kiwi-test", kr, work / "state", "start", "idm", helper=helper)
+    assert r.returncode == 0, r.stderr
+    # bounded by meson's timeout
+    while json.loads(oci("kiwi-test", kr, work / "state", "state", "idm", helper=helper).stdout)["status"] != "stopped":
+        time.sleep(0.05)
+    assert oci("kiwi-test", kr, work / "state", "delete", "idm", helper=helper).returncode == 0
+    assert [l.split() for l in out.read_text().splitlines()] == [
+        ["0", "200000", "65536"], ["0", "200000", "65536"], ["0"]], out.read_text()
+
+    for key in ("uidMappings", "gidMappings"):
+        cfg["linux"][key] = [{"containerID": 0, "hostID": 300000, "size": 10}]   # kiwi-test2's subids
+    (work / "config.json").write_text(json.dumps(cfg))
+    r = oci("kiwi-test", kr, work / "state", "create", "--bundle", str(work), "idm2", helper=helper)
+    assert r.returncode == 1, r.stderr   # an OCI runtime's failure, as runc's
+    assert "kiwi-helper refused" in r.stderr and "not allotted" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert list((work / "state").iterdir()) == []
     assert_nothing_left("kiwi-test", kiwi_run, helper)
