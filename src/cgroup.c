@@ -47,6 +47,7 @@ struct kiwi_cgroup {
 	int fd;            /* O_DIRECTORY, holds the LOCK_SH */
 	char *path;        /* absolute */
 	char *name;        /* path inside the hierarchy, for the verdict */
+	bool adopted;      /* kiwi-helper's: it removes the cgroup itself */
 };
 
 static const char *const controller_names[] = { "cpu", "io", "memory", "pids" };
@@ -745,6 +746,41 @@ int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, 
 	return 0;
 }
 
+int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err)
+{
+	return find_mount(out, len, err);
+}
+
+int kiwi_cgroup_adopt(const char *name, struct kiwi_cgroup **out, kiwi_err *err)
+{
+	char mount[PATH_MAX];
+	if (name[0] != '/' || strstr(name, "/..") || find_mount(mount, sizeof(mount), err) < 0)
+		return kiwi_error(err, EINVAL, "cgroup", "kiwi-helper named the cgroup `%s`: not a cgroup path", name);
+	struct kiwi_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
+	cg->adopted = true;
+	cg->fd = -1;
+	if (asprintf(&cg->path, "%s%s", mount, name) < 0 || !(cg->name = strdup(name))) {
+		kiwi_cgroup_forget(cg);
+		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
+	}
+	cg->fd = open_cg_dir(AT_FDCWD, cg->path, cg->path, err);
+	if (cg->fd < 0 || flock(cg->fd, LOCK_SH) < 0) {
+		if (cg->fd >= 0)
+			kiwi_error(err, errno, "cgroup", "cannot lock `%s`", cg->path);
+		kiwi_cgroup_forget(cg);
+		return -1;
+	}
+	*out = cg;
+	return 0;
+}
+
+bool kiwi_cgroup_adopted(const struct kiwi_cgroup *cg)
+{
+	return cg && cg->adopted;
+}
+
 void kiwi_cgroup_forget(struct kiwi_cgroup *cg)
 {
 	if (!cg)
@@ -878,8 +914,19 @@ int kiwi_cgroup_destroy(struct kiwi_cgroup *cg, kiwi_err *err)
 	if (!cg)
 		return 0;
 	int rc = 0;
-	if (cg->fd >= 0 && cg->path)
+	if (cg->adopted) {
+		/* The helper removes the cgroup: empty it and what is below. */
+		char text[256];
+		uint64_t populated = 1;
+		bool busy = read_at(cg->fd, "cgroup.events", text, sizeof(text)) < 0 ||
+			    !kiwi_cgroup_keyed(text, "populated", &populated) || populated;
+		if (busy && (kill_fd(cg->fd, cg->path, err) < 0 || wait_empty(cg->fd, cg->path, err) < 0))
+			rc = -1;
+		else if (remove_children(cg->fd, cg->path, 0, err) < 0)
+			rc = -1;
+	} else if (cg->fd >= 0 && cg->path) {
 		rc = reap_cgroup(AT_FDCWD, cg->path, cg->fd, cg->path, err);
+	}
 	if (cg->fd >= 0)
 		close(cg->fd);
 	free(cg->path);

@@ -76,6 +76,16 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
  * kiwi-*, so gc leaves it alone: it outlives kiwi-run. */
 int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made,
 			  struct kiwi_cgroup **out, kiwi_err *err);
+/* A cgroup kiwi-helper(8) made and delegated to us, by its name in the
+ * unified hierarchy ("/kiwi.slice/kiwi-..."): opened and locked like our
+ * own. It is the helper's: kiwi_cgroup_destroy() kills and waits for what
+ * is in it and removes what the sandbox nested below it, but leaves the
+ * cgroup itself to the helper. Not for CLONE_INTO_CGROUP (see
+ * kiwi_cgroup_adopted()): the helper moves the sandbox in. */
+int kiwi_cgroup_adopt(const char *name, struct kiwi_cgroup **out, kiwi_err *err);
+bool kiwi_cgroup_adopted(const struct kiwi_cgroup *cg);
+/* Where the unified hierarchy is mounted. */
+int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err);
 /* Frees the object and leaves the cgroup as it is. */
 void kiwi_cgroup_forget(struct kiwi_cgroup *cg);
 /* Kills what is in the cgroup at path (absolute), waits, removes it and

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kiwi/cgroup.h"
 #include "kiwi/egress.h"
 #include "kiwi/err.h"
 #include "kiwi/json.h"
@@ -39,7 +40,16 @@ enum kiwi_helper_op {
 	/* After clone: the veth into the sandbox (pidfd sent along) and the
 	 * host-side nftables table. */
 	KIWI_HELPER_OP_EGRESS_ATTACH = 1 << 2,
+	/* Before clone: a root-owned cgroup with the limits, capped by the
+	 * rule, under its cgroup_subtree (no fd). */
+	KIWI_HELPER_OP_CGROUP_PREPARE = 1 << 3,
+	/* After clone: the sandbox's pid 1 (pidfd sent along) moved into it,
+	 * then the cgroup delegated to the caller. */
+	KIWI_HELPER_OP_CGROUP_ATTACH = 1 << 4,
 };
+
+#define KIWI_HELPER_SUBTREE_MAX 256    /* cgroup_subtree and parent, bytes */
+#define KIWI_HELPER_DEFAULT_SUBTREE "/kiwi.slice"
 
 struct kiwi_helper_request {
 	enum kiwi_helper_op op;
@@ -48,6 +58,9 @@ struct kiwi_helper_request {
 	struct kiwi_id_extent gid_map[KIWI_HELPER_MAX_EXTENTS];
 	size_t n_gid_map;
 	struct kiwi_egress_config egress;      /* EGRESS_PREPARE */
+	/* CGROUP_PREPARE: what the caller asks for (-1 / 0: not asked). */
+	struct kiwi_cgroup_limits limits;
+	char parent[KIWI_HELPER_SUBTREE_MAX];  /* "": the subtree itself */
 };
 
 /* Parses one request message. Unknown keys, a key that does not belong to
@@ -85,6 +98,10 @@ struct kiwi_helper_rule {
 	unsigned max_sandboxes;        /* helpers this user may run at once */
 	unsigned max_veths;            /* of them, holding a veth */
 	unsigned egress_kinds;         /* 1 << enum kiwi_egress_kind */
+	/* cgroup caps (-1: none): a limit the caller leaves out is set to
+	 * its cap. */
+	int64_t max_memory, max_memory_swap, max_pids, max_cpu_quota_us;
+	char cgroup_subtree[KIWI_HELPER_SUBTREE_MAX];  /* normalised, never "/" */
 };
 
 /* Parses the whole config (every rule checked, unknown keys refused) and
@@ -94,6 +111,24 @@ struct kiwi_helper_rule {
 int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,
 			     int (*lookup_group)(const char *name, gid_t *gid),
 			     struct kiwi_helper_rule *rule, kiwi_err *err);
+
+/* The cgroup a cgroup-prepare request gets: its parent (req->parent, or
+ * the rule's subtree) must lie inside the rule's cgroup_subtree and below
+ * no sandbox's cgroup (kiwi-*); each limit must be within its cap, and a
+ * capped limit not asked for is set to the cap. Fills *l and parent (a
+ * clean absolute path in the unified hierarchy). Messages name the limit,
+ * the value, the cap and config_path. Pure code. */
+int kiwi_helper_cgroup_check(const struct kiwi_helper_rule *rule, const struct kiwi_helper_request *req,
+			     const char *config_path, struct kiwi_cgroup_limits *l, char *parent,
+			     size_t len, kiwi_err *err);
+/* A cgroup path as a caller or the admin writes it ("/a/b", "a/b" or
+ * "/sys/fs/cgroup/a/b") into "/a/b": no empty, "." or ".." component, no
+ * control character; "/" for the root. what names it in errors. */
+int kiwi_helper_cgroup_path(const char *in, const char *what, char *out, size_t len, kiwi_err *err);
+/* A size as JSON: bytes (an integer) or a string for kiwi_parse_size(). */
+int kiwi_helper_json_size(const kiwi_json *v, const char *what, int64_t *out, kiwi_err *err);
+/* "2G", "64M", "1536K" or the bytes: the way a size was most likely written. */
+void kiwi_helper_format_size(int64_t v, char *buf, size_t len);
 
 /* Appends to ranges the lines of an /etc/subuid-style text ("owner:start:count",
  * owner a name or a uid) that belong to the caller. Malformed lines are
@@ -129,6 +164,15 @@ int kiwi_helper_egress_prepare(struct kiwi_helper **h, const struct kiwi_egress_
  * ours that enters the sandbox's user and network namespaces (we own
  * them: no privilege needed), and we wait for the host end. */
 int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
+/* Before clone: starts the helper when *h is NULL and asks it for a
+ * cgroup with limits l under parent (NULL: the helper's subtree). Writes
+ * the cgroup's name in the unified hierarchy ("/kiwi.slice/kiwi-...")
+ * to name. */
+int kiwi_helper_cgroup_prepare(struct kiwi_helper **h, const struct kiwi_cgroup_limits *l,
+			       const char *parent, char *name, size_t len, kiwi_err *err);
+/* After clone, while the sandbox waits: the helper moves it (pidfd) into
+ * the cgroup and delegates the cgroup to us. */
+int kiwi_helper_cgroup_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
 /* Ends the session: the helper removes what it holds and exits. NULL is
  * fine. */
 void kiwi_helper_stop(struct kiwi_helper *h);

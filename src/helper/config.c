@@ -4,6 +4,7 @@
  * Pure code, fuzzed by fuzz_helper_request (config mode). */
 #include "kiwi/helper.h"
 #include "kiwi/json.h"
+#include "kiwi/units.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,8 +24,10 @@ static int parse_ops(const kiwi_json *v, unsigned *ops, kiwi_err *err)
 			*ops |= KIWI_HELPER_OP_IDMAP;
 		else if (s && !strcmp(s, "egress"))
 			*ops |= KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH;
+		else if (s && !strcmp(s, "cgroup"))
+			*ops |= KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH;
 		else
-			return kiwi_error(err, EINVAL, "config", "\"operations\" item %zu is not idmap or egress", i);
+			return kiwi_error(err, EINVAL, "config", "\"operations\" item %zu is not idmap, egress or cgroup", i);
 	}
 	return 0;
 }
@@ -87,6 +90,46 @@ static int parse_who(const kiwi_json *v, const char *key, kiwi_err *err)
 	return kiwi_error(err, EINVAL, "config", "\"%s\" is not a name or an id", key);
 }
 
+/* A cap: a number, never "max" (leave the key out for no cap). */
+static int parse_cap(const kiwi_json *v, const char *key, int64_t *out, kiwi_err *err)
+{
+	char num[32];
+	long long n;
+	const char *s = kiwi_json_string(v);
+	if (!s && kiwi_json_int(v, &n) && n >= 0) {
+		snprintf(num, sizeof(num), "%lld", n);
+		s = num;
+	}
+	int r = -1;
+	if (!s)
+		r = kiwi_error(err, EINVAL, "config", "\"%s\" is not a number or a string", key);
+	else if (!strcmp(key, "max_pids"))
+		r = kiwi_parse_pids(s, out, err);
+	else if (!strcmp(key, "max_cpus")) {
+		int64_t period;
+		r = kiwi_parse_cpus(s, out, &period, err);
+	} else
+		r = kiwi_parse_size(s, key, out, err);
+	if (r < 0)
+		return kiwi_error_wrap(err, "\"%s\"", key);
+	if (*out == KIWI_CGROUP_MAX)
+		return kiwi_error(err, EINVAL, "config", "\"%s\" is max: leave the key out for no cap", key);
+	return 0;
+}
+
+static int parse_subtree(const kiwi_json *v, char *out, kiwi_err *err)
+{
+	const char *s = kiwi_json_string(v);
+	if (!s || s[0] != '/')
+		return kiwi_error(err, EINVAL, "config", "\"cgroup_subtree\" is not an absolute path");
+	if (kiwi_helper_cgroup_path(s, "\"cgroup_subtree\"", out, KIWI_HELPER_SUBTREE_MAX, err) < 0)
+		return -1;
+	/* The whole hierarchy holds every user's and service's cgroups. */
+	if (!strcmp(out, "/"))
+		return kiwi_error(err, EINVAL, "config", "\"cgroup_subtree\" is the root: name a subtree like /kiwi.slice");
+	return 0;
+}
+
 static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiwi_json *v, kiwi_err *err)
 {
 	if (!strcmp(key, "user") || !strcmp(key, "group"))
@@ -105,6 +148,16 @@ static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiw
 		return parse_count(v, key, &r->max_veths, err);
 	if (!strcmp(key, "egress"))
 		return parse_kinds(v, &r->egress_kinds, err);
+	if (!strcmp(key, "max_memory"))
+		return parse_cap(v, key, &r->max_memory, err);
+	if (!strcmp(key, "max_memory_swap"))
+		return parse_cap(v, key, &r->max_memory_swap, err);
+	if (!strcmp(key, "max_pids"))
+		return parse_cap(v, key, &r->max_pids, err);
+	if (!strcmp(key, "max_cpus"))
+		return parse_cap(v, key, &r->max_cpu_quota_us, err);
+	if (!strcmp(key, "cgroup_subtree"))
+		return parse_subtree(v, r->cgroup_subtree, err);
 	return kiwi_error(err, EINVAL, "config", "unknown key \"%.64s\"", key);
 }
 
@@ -137,9 +190,11 @@ static bool rule_matches(const kiwi_json *j, const struct kiwi_helper_caller *wh
 	return false;
 }
 
-static int parse_rule(const kiwi_json *j, size_t index, struct kiwi_helper_rule *r, kiwi_err *err)
+static int parse_rule(const kiwi_json *j, size_t index, const char *subtree, struct kiwi_helper_rule *r,
+		      kiwi_err *err)
 {
-	*r = (struct kiwi_helper_rule){ .max_sandboxes = DEFAULT_MAX_SANDBOXES };
+	*r = (struct kiwi_helper_rule){ .max_sandboxes = DEFAULT_MAX_SANDBOXES, .max_memory = -1,
+					.max_memory_swap = -1, .max_pids = -1, .max_cpu_quota_us = -1 };
 	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
 		return kiwi_error(err, EINVAL, "config", "rule %zu is not an object", index);
 	if (!kiwi_json_get(j, "user") == !kiwi_json_get(j, "group"))
@@ -148,6 +203,8 @@ static int parse_rule(const kiwi_json *j, size_t index, struct kiwi_helper_rule 
 		if (parse_rule_key(r, kiwi_json_key_at(j, i), kiwi_json_at(j, i), err) < 0)
 			return kiwi_error_wrap(err, "rule %zu", index);
 	r->max_veths = kiwi_json_get(j, "max_veths") ? r->max_veths : r->max_sandboxes;
+	if (!r->cgroup_subtree[0])
+		snprintf(r->cgroup_subtree, sizeof(r->cgroup_subtree), "%s", subtree);
 	return 0;
 }
 
@@ -161,15 +218,19 @@ int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_hel
 	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
 		return kiwi_error(err, EINVAL, "config", "not a JSON object");
 	for (size_t i = 0; i < kiwi_json_len(j); i++)
-		if (strcmp(kiwi_json_key_at(j, i), "rules"))
+		if (strcmp(kiwi_json_key_at(j, i), "rules") && strcmp(kiwi_json_key_at(j, i), "cgroup_subtree"))
 			return kiwi_error(err, EINVAL, "config", "unknown key \"%.64s\"", kiwi_json_key_at(j, i));
+	char subtree[KIWI_HELPER_SUBTREE_MAX] = KIWI_HELPER_DEFAULT_SUBTREE;
+	const kiwi_json *sub = kiwi_json_get(j, "cgroup_subtree");
+	if (sub && parse_subtree(sub, subtree, err) < 0)
+		return -1;
 	const kiwi_json *rules = kiwi_json_get(j, "rules");
 	if (kiwi_json_type_of(rules) != KIWI_JSON_ARRAY)
 		return kiwi_error(err, EINVAL, "config", "\"rules\" is missing or not an array");
 	int found = 0;
 	for (size_t i = 0; i < kiwi_json_len(rules); i++) {
 		struct kiwi_helper_rule r;
-		if (parse_rule(kiwi_json_at(rules, i), i, &r, err) < 0)
+		if (parse_rule(kiwi_json_at(rules, i), i, subtree, &r, err) < 0)
 			return -1;
 		if (!found && rule_matches(kiwi_json_at(rules, i), who, lookup_group)) {
 			*rule = r;

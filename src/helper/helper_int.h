@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kiwi-helper's modules: privileges (privs.c), the caller's sandbox
- * (sandbox.c), the operations (idmap.c, egress.c) and quotas (quota.c). */
+ * (sandbox.c), the operations (idmap.c, egress.c, cgroup_op.c) and quotas
+ * (quota.c). */
 #ifndef KIWI_HELPER_INT_H
 #define KIWI_HELPER_INT_H
 
@@ -47,6 +48,8 @@ struct helper_sandbox {
  * namespace the caller owns, a direct child of ours, and opens /proc/<pid>
  * race-free (the pidfd proves the pid was not reused). Takes pidfd. */
 int helper_sandbox_open(int pidfd, uid_t caller, struct helper_sandbox *sb, kiwi_err *err);
+/* Its process not yet reaped (so its pid is still its own)? */
+bool helper_sandbox_alive(const struct helper_sandbox *sb);
 /* The same process as sb (pid and user namespace)? */
 bool helper_sandbox_same(const struct helper_sandbox *a, const struct helper_sandbox *b);
 /* Its network namespace, checked to be owned by its user namespace. */

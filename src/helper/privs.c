@@ -4,7 +4,8 @@
  *   read the config and take the quota slot as root, then once, for good:
  *   ruid = suid = 0, euid = fsuid = the caller, and only the capabilities
  *   the caller's allowed operations need (CAP_SETUID/CAP_SETGID for id
- *   maps, CAP_NET_ADMIN for the veth and the table).
+ *   maps, CAP_NET_ADMIN for the veth and the table, CAP_CHOWN to hand a
+ *   cgroup over).
  * Acting as the caller makes the kernel check every file and namespace
  * we touch against the caller's own rights, and makes us the owner of
  * the caller's user namespaces (which uid_map writes and veths into them
@@ -34,6 +35,12 @@ uint64_t helper_caps_for(unsigned ops)
 	 * adds little: with ruid 0 we may take euid 0 without it anyway. */
 	if (ops & (KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH))
 		caps |= BIT(CAP_NET_ADMIN) | BIT(CAP_SETUID);
+	/* The cgroup is made and filled as euid 0 (root owns the files, no
+	 * capability needed); handing it to the caller is a chown. */
+	if (ops & (KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH))
+		caps |= BIT(CAP_SETUID);
+	if (ops & KIWI_HELPER_OP_CGROUP_ATTACH)
+		caps |= BIT(CAP_CHOWN);
 	return caps;
 }
 

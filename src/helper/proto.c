@@ -16,6 +16,8 @@ static const struct {
 	{ "idmap", KIWI_HELPER_OP_IDMAP },
 	{ "egress-prepare", KIWI_HELPER_OP_EGRESS_PREPARE },
 	{ "egress-attach", KIWI_HELPER_OP_EGRESS_ATTACH },
+	{ "cgroup-prepare", KIWI_HELPER_OP_CGROUP_PREPARE },
+	{ "cgroup-attach", KIWI_HELPER_OP_CGROUP_ATTACH },
 };
 
 const char *kiwi_helper_op_name(enum kiwi_helper_op op)
@@ -99,6 +101,64 @@ static int parse_egress_key(struct kiwi_egress_config *c, const char *key, const
 	return 0;
 }
 
+static int parse_weight(const kiwi_json *v, const char *key, int *out, kiwi_err *err)
+{
+	long long n;
+	if (!kiwi_json_int(v, &n) || n < 1 || n > 10000)
+		return kiwi_error(err, EINVAL, "request", "\"%s\" is not a weight from 1 to 10000", key);
+	*out = (int)n;
+	return 0;
+}
+
+/* A count or "max", as the flag takes it. */
+static int parse_pids(const kiwi_json *v, int64_t *out, kiwi_err *err)
+{
+	long long n;
+	char num[32];
+	const char *s = kiwi_json_string(v);
+	if (!s && kiwi_json_int(v, &n)) {
+		snprintf(num, sizeof(num), "%lld", n);
+		s = num;
+	}
+	if (!s || kiwi_parse_pids(s, out, err) < 0)
+		return kiwi_error(err, EINVAL, "request", "\"pids\" is not a process count or \"max\"");
+	return 0;
+}
+
+/* One cgroup-prepare key: the limits a caller may ask for, and where. */
+static int parse_cgroup_key(struct kiwi_helper_request *req, const char *key, const kiwi_json *v, kiwi_err *err)
+{
+	struct kiwi_cgroup_limits *l = &req->limits;
+	if (!strcmp(key, "memory"))
+		return kiwi_helper_json_size(v, key, &l->memory_max, err);
+	if (!strcmp(key, "memory_swap"))
+		return kiwi_helper_json_size(v, key, &l->memory_swap_max, err);
+	if (!strcmp(key, "pids"))
+		return parse_pids(v, &l->pids_max, err);
+	if (!strcmp(key, "cpus")) {
+		const char *s = kiwi_json_string(v);
+		if (!s)
+			return kiwi_error(err, EINVAL, "request", "\"cpus\" is not a string like \"1.5\"");
+		return kiwi_parse_cpus(s, &l->cpu_quota_us, &l->cpu_period_us, err);
+	}
+	if (!strcmp(key, "io_weight"))
+		return parse_weight(v, key, &l->io_weight, err);
+	if (!strcmp(key, "cpu_weight"))
+		return parse_weight(v, key, &l->cpu_weight, err);
+	if (!strcmp(key, "parent")) {
+		const char *s = kiwi_json_string(v);
+		if (!s || !*s || strlen(s) >= sizeof(req->parent))
+			return kiwi_error(err, EINVAL, "request", "\"parent\" is not a cgroup path of 1 to %zu bytes",
+					  sizeof(req->parent) - 1);
+		snprintf(req->parent, sizeof(req->parent), "%s", s);
+		return 0;
+	}
+	if (!strcmp(key, "io_max") || !strcmp(key, "unified"))
+		return kiwi_error(err, EPERM, "request", "cgroup-prepare: \"%s\" is not available through the helper "
+				  "(it names devices or raw files: root only)", key);
+	return kiwi_error(err, EINVAL, "request", "cgroup-prepare: unknown key \"%.64s\"", key);
+}
+
 static int parse_key(struct kiwi_helper_request *req, const char *key, const kiwi_json *v, kiwi_err *err)
 {
 	switch (req->op) {
@@ -110,7 +170,10 @@ static int parse_key(struct kiwi_helper_request *req, const char *key, const kiw
 		break;
 	case KIWI_HELPER_OP_EGRESS_PREPARE:
 		return parse_egress_key(&req->egress, key, v, err);
+	case KIWI_HELPER_OP_CGROUP_PREPARE:
+		return parse_cgroup_key(req, key, v, err);
 	case KIWI_HELPER_OP_EGRESS_ATTACH:
+	case KIWI_HELPER_OP_CGROUP_ATTACH:
 	default:
 		break;
 	}
@@ -122,6 +185,7 @@ int kiwi_helper_request_parse(const char *text, size_t len, struct kiwi_helper_r
 {
 	memset(req, 0, sizeof(*req));
 	kiwi_egress_config_init(&req->egress);
+	req->limits = (struct kiwi_cgroup_limits)KIWI_CGROUP_LIMITS_INIT;
 	if (len > KIWI_HELPER_MSG_MAX)
 		return kiwi_error(err, E2BIG, "request", "larger than %d bytes", KIWI_HELPER_MSG_MAX);
 	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, err);

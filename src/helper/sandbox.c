@@ -137,6 +137,11 @@ int helper_sandbox_open(int pidfd, uid_t caller, struct helper_sandbox *sb, kiwi
 	return 0;
 }
 
+bool helper_sandbox_alive(const struct helper_sandbox *sb)
+{
+	return sb->pidfd >= 0 && pidfd_probe(sb->pidfd) == 0;
+}
+
 bool helper_sandbox_same(const struct helper_sandbox *a, const struct helper_sandbox *b)
 {
 	return a->pid == b->pid && a->userns_dev == b->userns_dev && a->userns_ino == b->userns_ino;

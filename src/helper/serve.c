@@ -54,7 +54,7 @@ void helper_answer_error(int sock, const kiwi_err *err)
 	send_answer(sock, w);
 }
 
-static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_ifindex)
+static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_ifindex, const char *cgroup)
 {
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (!w)
@@ -62,6 +62,10 @@ static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_
 	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "ok");
 	kiwi_jw_bool(w, true);
+	if (cgroup[0]) {
+		kiwi_jw_key(w, "path");
+		kiwi_jw_string(w, cgroup);
+	}
 	if (host_ifindex > 0) {
 		kiwi_jw_key(w, "host_ifindex");
 		kiwi_jw_int(w, host_ifindex);
@@ -130,6 +134,8 @@ static int bind_sandbox(struct helper_session *s, struct message *m, kiwi_err *e
 {
 	if (m->n_fds != 1)
 		return kiwi_error(err, EINVAL, "request", "send exactly one fd, the sandbox's pidfd (got %zu)", m->n_fds);
+	if (s->sandbox_ended)
+		return kiwi_error(err, ESRCH, "request", "this helper's sandbox has ended");
 	struct helper_sandbox sb;
 	int fd = TAKE_FD(m->fds[0]);
 	if (helper_sandbox_open(fd, s->uid, &sb, err) < 0) {
@@ -150,7 +156,16 @@ struct result {
 	bool with_child;
 	struct kiwi_egress_child child;  /* egress-prepare */
 	int host_ifindex;                /* egress-attach */
+	char cgroup[KIWI_HELPER_SUBTREE_MAX + 32];  /* cgroup-prepare */
 };
+
+/* An operation done for good: it is refused from now on, and the
+ * capabilities only it needed go. */
+static int done(struct helper_session *s, enum kiwi_helper_op op, kiwi_err *err)
+{
+	s->ops_left &= ~(unsigned)op;
+	return helper_caps_limit(helper_caps_for(s->ops_left), err);
+}
 
 static int run_request(struct helper_session *s, struct message *m, struct result *res, kiwi_err *err)
 {
@@ -180,6 +195,17 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 			return -1;
 		res->host_ifindex = kiwi_egress_host_ifindex(s->egress);
 		return 0;
+	case KIWI_HELPER_OP_CGROUP_PREPARE:
+		if (m->n_fds)
+			return kiwi_error(err, EINVAL, "request", "cgroup-prepare takes no fd");
+		if (helper_cgroup_prepare(s, &req, res->cgroup, sizeof(res->cgroup), err) < 0)
+			return -1;
+		return done(s, KIWI_HELPER_OP_CGROUP_PREPARE, err);
+	case KIWI_HELPER_OP_CGROUP_ATTACH:
+		if (bind_sandbox(s, m, err) < 0 || helper_cgroup_attach(s, err) < 0)
+			return -1;
+		/* delegated: CAP_CHOWN goes for good */
+		return done(s, KIWI_HELPER_OP_CGROUP_ATTACH, err);
 	default:
 		return kiwi_error(err, EINVAL, "request", "unknown op");
 	}
@@ -194,21 +220,28 @@ static void handle(struct helper_session *s, struct message *m)
 	if (r < 0)
 		helper_answer_error(KIWI_HELPER_FD, &err);
 	else
-		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex);
+		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex, res.cgroup);
 }
 
 int helper_serve(struct helper_session *s)
 {
 	static struct message m;
 	for (;;) {
-		struct pollfd p[2] = { { .fd = KIWI_HELPER_FD, .events = POLLIN }, { .fd = s->sb.pidfd, .events = POLLIN } };
+		struct pollfd p[2] = { { .fd = KIWI_HELPER_FD, .events = POLLIN }, { .fd = s->sandbox_ended ? -1 : s->sb.pidfd, .events = POLLIN } };
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (p[1].revents)   /* the sandbox ended */
-			break;
+		if (p[1].revents) {   /* the sandbox ended */
+			/* Its cgroup stays until kiwi-run, which reads the
+			 * verdict from it, lets the session go. */
+			if (!s->cg)
+				break;
+			helper_egress_teardown(s);
+			s->sandbox_ended = true;
+			continue;
+		}
 		if (!p[0].revents)
 			continue;
 		kiwi_err err = { 0 };
@@ -224,5 +257,6 @@ int helper_serve(struct helper_session *s)
 	}
 	helper_egress_teardown(s);
 	helper_sandbox_close(&s->sb);
+	helper_cgroup_teardown(s);
 	return 0;
 }

@@ -5,6 +5,7 @@
 #define KIWI_HELPER_SERVE_H
 
 #include "helper_int.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/egress.h"
 
 struct helper_session {
@@ -17,6 +18,8 @@ struct helper_session {
 	struct helper_sandbox sb;          /* bound by the first request naming one */
 	struct kiwi_egress *egress;        /* prepared, and set up once attached */
 	bool attached;
+	struct kiwi_cgroup *cg;            /* cgroup-prepare's, removed at the end */
+	bool sandbox_ended;                /* its pidfd polled readable */
 };
 
 #define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT }
@@ -34,5 +37,13 @@ int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_con
 			  struct kiwi_egress_child *child, kiwi_err *err);
 int helper_egress_attach(struct helper_session *s, kiwi_err *err);
 void helper_egress_teardown(struct helper_session *s);
+
+/* cgroup_op.c */
+int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_request *req, char *name,
+			  size_t len, kiwi_err *err);
+int helper_cgroup_attach(struct helper_session *s, kiwi_err *err);
+/* Kills what is left, removes the cgroup; the session's last step (it
+ * stays root). */
+void helper_cgroup_teardown(struct helper_session *s);
 
 #endif

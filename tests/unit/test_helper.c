@@ -163,3 +163,154 @@ Test(helper_request, refusals)
 		cr_expect(strstr(err.msg, cases[i].says), "case %zu: `%s` should name %s", i, err.msg, cases[i].says);
 	}
 }
+
+/* ---- the cgroup operation ---- */
+
+Test(helper_config, cgroup_caps_and_subtree)
+{
+	struct kiwi_helper_rule rule;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_config("{\"cgroup_subtree\":\"/sandboxes.slice/\"," "\"rules\":[{\"user\":\"svc\","
+				  "\"operations\":[\"cgroup\"],\"max_memory\":\"2G\",\"max_memory_swap\":0,"
+				  "\"max_pids\":100,\"max_cpus\":\"1.5\"}]}", &rule, &err), -1,
+		     "a trailing slash is an empty component");
+	cr_assert_eq(parse_config("{\"cgroup_subtree\":\"/sandboxes.slice\",\"rules\":[{\"user\":\"svc\","
+				  "\"operations\":[\"cgroup\"],\"max_memory\":\"2G\",\"max_memory_swap\":0,"
+				  "\"max_pids\":100,\"max_cpus\":\"1.5\"}]}", &rule, &err), 1, "%s", err.msg);
+	cr_expect_eq(rule.ops, KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH);
+	cr_expect_eq(rule.max_memory, 2LL << 30);
+	cr_expect_eq(rule.max_memory_swap, 0);
+	cr_expect_eq(rule.max_pids, 100);
+	cr_expect_eq(rule.max_cpu_quota_us, 150000);
+	cr_expect_str_eq(rule.cgroup_subtree, "/sandboxes.slice");
+	cr_assert_eq(parse_config("{\"cgroup_subtree\":\"/a\",\"rules\":[{\"user\":\"svc\","
+				  "\"cgroup_subtree\":\"/sys/fs/cgroup/b/c\"}]}", &rule, &err), 1, "%s", err.msg);
+	cr_expect_str_eq(rule.cgroup_subtree, "/b/c", "a rule's own subtree wins");
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"svc\"}]}", &rule, &err), 1);
+	cr_expect_str_eq(rule.cgroup_subtree, "/kiwi.slice");
+	cr_expect(rule.max_memory == -1 && rule.max_pids == -1 && rule.max_cpu_quota_us == -1, "no caps");
+	const struct {
+		const char *text, *says;
+	} bad[] = {
+		{ "{\"cgroup_subtree\":\"/\",\"rules\":[]}", "root" },
+		{ "{\"cgroup_subtree\":\"kiwi.slice\",\"rules\":[]}", "absolute" },
+		{ "{\"cgroup_subtree\":\"/a/../b\",\"rules\":[]}", ".." },
+		{ "{\"cgroup_subtree\":\"/a//b\",\"rules\":[]}", "empty" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"cgroup_subtree\":\"/./a\"}]}", "cgroup_subtree" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_memory\":\"lots\"}]}", "max_memory" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_memory\":\"max\"}]}", "leave the key out" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_pids\":0}]}", "max_pids" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_cpus\":\"0.001\"}]}", "max_cpus" },
+		{ "{\"rules\":[{\"user\":\"svc\",\"max_memory_swap\":[]}]}", "max_memory_swap" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		kiwi_err e = { 0 };
+		cr_expect_eq(parse_config(bad[i].text, &rule, &e), -1, "case %zu", i);
+		cr_expect(strstr(e.msg, bad[i].says), "case %zu: `%s` should name %s", i, e.msg, bad[i].says);
+	}
+}
+
+static const char caps_config[] = "{\"rules\":[{\"user\":\"svc\",\"operations\":[\"cgroup\"],"
+				  "\"max_memory\":\"2G\",\"max_pids\":100,\"max_cpus\":2}]}";
+
+static int cgroup_check(const char *request, struct kiwi_cgroup_limits *l, char *parent, kiwi_err *err)
+{
+	struct kiwi_helper_rule rule;
+	struct kiwi_helper_request req;
+	cr_assert_eq(parse_config(caps_config, &rule, err), 1, "%s", err->msg);
+	if (parse_request(request, &req, err) < 0)
+		return -2;
+	return kiwi_helper_cgroup_check(&rule, &req, "/etc/kiwi/helper.json", l, parent, KIWI_HELPER_SUBTREE_MAX, err);
+}
+
+Test(helper_cgroup, a_cap_binds_whether_asked_or_not)
+{
+	struct kiwi_cgroup_limits l;
+	char parent[KIWI_HELPER_SUBTREE_MAX];
+	kiwi_err err = { 0 };
+	cr_assert_eq(cgroup_check("{\"op\":\"cgroup-prepare\",\"io_weight\":50}", &l, parent, &err), 0, "%s", err.msg);
+	cr_expect_eq(l.memory_max, 2LL << 30);
+	cr_expect_eq(l.pids_max, 100);
+	cr_expect(l.cpu_quota_us == 200000 && l.cpu_period_us == 100000);
+	cr_expect_eq(l.memory_swap_max, -1, "no cap, not asked: kiwi's default (0 with memory)");
+	cr_expect_eq(l.io_weight, 50);
+	cr_expect_str_eq(parent, "/kiwi.slice");
+	cr_assert_eq(cgroup_check("{\"op\":\"cgroup-prepare\",\"memory\":\"64M\",\"pids\":20,\"cpus\":\"2\","
+				  "\"parent\":\"/sys/fs/cgroup/kiwi.slice/jobs\"}", &l, parent, &err), 0, "%s", err.msg);
+	cr_expect(l.memory_max == 64 << 20 && l.pids_max == 20 && l.cpu_quota_us == 200000);
+	cr_expect_str_eq(parent, "/kiwi.slice/jobs");
+}
+
+Test(helper_cgroup, over_a_cap_or_outside_the_subtree_is_refused)
+{
+	const struct {
+		const char *req, *says;
+	} cases[] = {
+		{ "{\"op\":\"cgroup-prepare\",\"memory\":\"4G\"}", "memory 4G is over your max_memory 2G in /etc/kiwi/helper.json" },
+		{ "{\"op\":\"cgroup-prepare\",\"memory\":\"max\"}", "memory max is over" },
+		{ "{\"op\":\"cgroup-prepare\",\"memory\":2147483649}", "memory 2147483649 is over" },
+		{ "{\"op\":\"cgroup-prepare\",\"pids\":101}", "pids 101 is over your max_pids 100" },
+		{ "{\"op\":\"cgroup-prepare\",\"pids\":\"max\"}", "pids max" },
+		{ "{\"op\":\"cgroup-prepare\",\"cpus\":\"2.00001\"}", "cpus 2.00001 is over your max_cpus 2" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/user.slice\"}", "outside your cgroup subtree `/kiwi.slice`" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slicex\"}", "outside" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/\"}", "outside" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slice/../user.slice\"}", ".." },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slice/./x\"}", "plain" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slice//x\"}", "plain" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/sys/fs/cgroup/memory/kiwi.slice\"}", "outside" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/sys/kernel/kiwi.slice\"}", "unified" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slice/kiwi-0123456789abcdef\"}", "sandbox's cgroup" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"/kiwi.slice/x\\ny\"}", "plain" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kiwi_cgroup_limits l;
+		char parent[KIWI_HELPER_SUBTREE_MAX];
+		kiwi_err err = { 0 };
+		cr_expect_eq(cgroup_check(cases[i].req, &l, parent, &err), -1, "case %zu", i);
+		cr_expect(strstr(err.msg, cases[i].says), "case %zu: `%s` should say %s", i, err.msg, cases[i].says);
+	}
+}
+
+Test(helper_request, cgroup_keys)
+{
+	struct kiwi_helper_request req;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_request("{\"op\":\"cgroup-prepare\",\"memory\":67108864,\"memory_swap\":\"0\","
+				   "\"pids\":\"max\",\"cpus\":\"0.5\",\"cpu_weight\":10}", &req, &err), 0, "%s", err.msg);
+	cr_expect_eq(req.op, KIWI_HELPER_OP_CGROUP_PREPARE);
+	cr_expect(req.limits.memory_max == 64 << 20 && req.limits.memory_swap_max == 0);
+	cr_expect(req.limits.pids_max == KIWI_CGROUP_MAX && req.limits.cpu_quota_us == 50000);
+	cr_assert_eq(parse_request("{\"op\":\"cgroup-attach\"}", &req, &err), 0);
+	cr_expect_eq(req.op, KIWI_HELPER_OP_CGROUP_ATTACH);
+	const struct {
+		const char *req, *says;
+	} bad[] = {
+		{ "{\"op\":\"cgroup-prepare\",\"io_max\":\"8:0 rbps=1\"}", "io_max" },
+		{ "{\"op\":\"cgroup-prepare\",\"unified\":{}}", "unified" },
+		{ "{\"op\":\"cgroup-prepare\",\"memory\":-1}", "memory" },
+		{ "{\"op\":\"cgroup-prepare\",\"pids\":0}", "pids" },
+		{ "{\"op\":\"cgroup-prepare\",\"io_weight\":10001}", "io_weight" },
+		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"\"}", "parent" },
+		{ "{\"op\":\"cgroup-prepare\",\"hugetlb\":1}", "hugetlb" },
+		{ "{\"op\":\"cgroup-attach\",\"memory\":1}", "memory" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		kiwi_err e = { 0 };
+		cr_expect_eq(parse_request(bad[i].req, &req, &e), -1, "case %zu", i);
+		cr_expect(strstr(e.msg, bad[i].says), "case %zu: `%s` should name %s", i, e.msg, bad[i].says);
+	}
+}
+
+Test(helper_cgroup, sizes_are_shown_as_written)
+{
+	const struct { int64_t v; const char *s; } cases[] = {
+		{ 2LL << 30, "2G" }, { 64 << 20, "64M" }, { 1536 << 10, "1536K" }, { 1000, "1000" },
+		{ 0, "0" }, { 3LL << 40, "3T" }, { KIWI_CGROUP_MAX, "max" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[32];
+		kiwi_helper_format_size(cases[i].v, buf, sizeof(buf));
+		cr_expect_str_eq(buf, cases[i].s);
+	}
+}
