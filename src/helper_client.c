@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kiwi-run's side of kiwi-helper(8): start it on a socketpair, send the
- * egress requests, and do the part of the setup that needs no privilege
+ * egress and cgroup requests, and do the part of the setup that needs no privilege
  * (the sandbox's end of the veth, from inside the namespaces we own). */
 #include "kiwi/cleanup.h"
 #include "kiwi/helper.h"
@@ -308,5 +308,83 @@ int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap 
 	if (!text)
 		return kiwi_error(err, ENOMEM, STEP, "out of memory");
 	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, text, len, pidfd, err);
+	return j ? 0 : -1;
+}
+
+/* The limits in the keys the helper reads; io.max and raw files are
+ * refused before the helper is asked. */
+static void write_limits(kiwi_json_writer *w, const struct kiwi_cgroup_limits *l)
+{
+	char text[32];
+	const struct { const char *key; int64_t v; } sizes[] = {
+		{ "memory", l->memory_max }, { "memory_swap", l->memory_swap_max }, { "pids", l->pids_max },
+	};
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(sizes); i++) {
+		if (sizes[i].v < 0)
+			continue;
+		kiwi_jw_key(w, sizes[i].key);
+		if (sizes[i].v == KIWI_CGROUP_MAX)
+			kiwi_jw_string(w, "max");
+		else
+			kiwi_jw_int(w, sizes[i].v);
+	}
+	if (l->cpu_quota_us >= 0) {
+		if (l->cpu_quota_us == KIWI_CGROUP_MAX) {
+			snprintf(text, sizeof(text), "max");
+		} else {
+			/* 5 decimals: exact for the 100000 us period --cpus uses */
+			int64_t period = l->cpu_period_us > 0 ? l->cpu_period_us : KIWI_CGROUP_CPU_PERIOD_US;
+			int64_t v = (int64_t)((__int128)l->cpu_quota_us * 100000 / period);
+			snprintf(text, sizeof(text), "%lld.%05lld", (long long)(v / 100000), (long long)(v % 100000));
+		}
+		kiwi_jw_key(w, "cpus");
+		kiwi_jw_string(w, text);
+	}
+	const struct { const char *key; int v; } weights[] = {
+		{ "io_weight", l->io_weight }, { "cpu_weight", l->cpu_weight },
+	};
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(weights); i++)
+		if (weights[i].v > 0) {
+			kiwi_jw_key(w, weights[i].key);
+			kiwi_jw_int(w, weights[i].v);
+		}
+}
+
+int kiwi_helper_cgroup_prepare(struct kiwi_helper **hp, const struct kiwi_cgroup_limits *l, const char *parent,
+			       char *name, size_t len, kiwi_err *err)
+{
+	if (l->io_max || l->unified)
+		return kiwi_error(err, EPERM, "cgroup", "io.max and raw cgroup files need root: kiwi-helper sets "
+							 "only memory, swap, pids, cpus and weights");
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, STEP, "out of memory");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "op");
+	kiwi_jw_string(w, "cgroup-prepare");
+	write_limits(w, l);
+	if (parent) {
+		kiwi_jw_key(w, "parent");
+		kiwi_jw_string(w, parent);
+	}
+	kiwi_jw_close_object(w);
+	if (kiwi_helper_start(hp, err) < 0)
+		return -1;
+	size_t n;
+	const char *text = kiwi_jw_text(w, &n);
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(*hp, text, n, -1, err);
+	if (!j)
+		return -1;
+	const char *path = kiwi_json_string(kiwi_json_get(j, "path"));
+	if (!path || strlen(path) >= len)
+		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to cgroup-prepare has no path");
+	snprintf(name, len, "%s", path);
+	return 0;
+}
+
+int kiwi_helper_cgroup_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
+{
+	static const char req[] = "{\"op\":\"cgroup-attach\"}";
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, sizeof(req) - 1, pidfd, err);
 	return j ? 0 : -1;
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,12 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
 		_exit(1);
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");
+	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
+	 * "0::/" inside, as when clone3 put us into the cgroup. */
+	if ((m.flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0) {
+		kiwi_error(&err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
+		goto fail;
+	}
 	t = KIWI_DEBUG_NOW(dbg);
 	if (cfg->idmap && become_setup_ids(args, &err) < 0)
 		goto fail;

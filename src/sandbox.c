@@ -460,6 +460,14 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	if (helper_egress)
 		KIWI_DEBUG(dbg, "run", t, "egress", "veth and table from kiwi-helper, sandbox end configured");
+	if (kiwi_cgroup_adopted(f->cg)) {
+		t = KIWI_DEBUG_NOW(dbg);
+		if (kiwi_helper_cgroup_attach(f->res->helper, f->pidfd, f->err) < 0)
+			return -1;
+		go.flags |= KIWI_SYNC_NEW_CGROUPNS;
+		KIWI_DEBUG(dbg, "run", t, "cgroup-attach", "kiwi-helper moved pid %d into %s", (int)pid,
+			   kiwi_cgroup_name(f->cg));
+	}
 	if (kiwi_sync_send(f->sock, &go) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
@@ -506,14 +514,17 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	};
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	kiwi_pty_caller_winsize(STDIN_FILENO, cfg->stdout_dest, &args.winsize);
-	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, f->cg ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
+	/* A cgroup from kiwi-helper is not ours to clone into: the helper
+	 * moves the sandbox in (release_child). */
+	bool into = f->cg && !kiwi_cgroup_adopted(f->cg);
+	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, into ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
 		kiwi_init_main(&args);
 	}
 	if (pid > 0)
 		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s pid=%d",
-			   f->cg ? " into-cgroup" : "", (int)pid);
+			   into ? " into-cgroup" : "", (int)pid);
 	close(sp[1]);
 	/* The sandbox holds the write ends now; ours would keep EOF away. */
 	close(TAKE_FD(f->out.write_fd));
@@ -597,6 +608,32 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	return r;
 }
 
+/* The sandbox's cgroup: our own where the host delegates cgroups to us
+ * (root, or a rootless caller under Delegate=yes). Else, with limits to
+ * enforce, not root, and kiwi-helper(8) installed: one the helper makes
+ * and moves the sandbox into after clone. Without limits a cgroup is only
+ * a witness: a host that will not give one is no reason to fail. */
+static int make_cgroup(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res, bool limited,
+		       struct kiwi_cgroup **cg, kiwi_err *err)
+{
+	kiwi_err own = { 0 };
+	if (kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, cg, &own) == 0 || !limited)
+		return 0;
+	if (geteuid() == 0 || access(kiwi_helper_path(), X_OK) < 0) {
+		*err = own;
+		return -1;
+	}
+	char name[512];
+	kiwi_err via = { 0 };
+	if (kiwi_helper_cgroup_prepare(&res->helper, &cfg->limits, cfg->cgroup_parent, name, sizeof(name), &via) == 0 &&
+	    kiwi_cgroup_adopt(name, cg, &via) == 0)
+		return 0;
+	/* Both ways failed: the helper's reason first (the way meant for
+	 * this caller), then ours, cut short if need be. */
+	kiwi_error(err, via.errnum, "cgroup", "%s (and without the helper: %s)", via.msg, own.msg);
+	return -1;
+}
+
 int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
 		     kiwi_err *err)
 {
@@ -621,10 +658,8 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	if (limited || cfg->own_cgroup) {
 		/* Without limits a cgroup is only a witness: a host that will
 		 * not give one is no reason to fail. */
-		kiwi_err cg_err = { 0 };
 		t = KIWI_DEBUG_NOW(cfg->debug);
-		if (kiwi_cgroup_create(cfg->cgroup_parent, &cfg->limits, &cg, limited ? err : &cg_err) < 0 &&
-		    limited)
+		if (make_cgroup(cfg, res, limited, &cg, err) < 0)
 			return -1;
 		KIWI_DEBUG(cfg->debug, "run", t, "cgroup", "%s", cg ? kiwi_cgroup_name(cg) : "none (not offered)");
 	}

@@ -22,6 +22,10 @@ enum kiwi_sync_type {
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* a writable tmpfs had no space left at the end */
+/* MAPS_DONE: kiwi-helper moved pid 1 into its cgroup after clone, so the
+ * cgroup namespace made at clone is rooted at the caller's cgroup: pid 1
+ * makes a new one, rooted at the sandbox's cgroup. */
+#define KIWI_SYNC_NEW_CGROUPNS 2u
 
 struct kiwi_sync_msg {
 	uint32_t type;
