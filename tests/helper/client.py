@@ -138,6 +138,20 @@ class Caller:
         except OSError as e:
             return {"errno": e.errno}
 
+    def write(self, path, text):
+        """One write(2), as an attack on a cgroup file would be made."""
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except OSError as e:
+            return {"errno": e.errno}
+        try:
+            os.write(fd, text.encode())
+            return {"errno": 0}
+        except OSError as e:
+            return {"errno": e.errno}
+        finally:
+            os.close(fd)
+
     # -- attacks on the helper process itself --
     def ptrace(self, pid):
         out = {}
