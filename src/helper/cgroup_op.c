@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,13 +50,14 @@ int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_req
 	char parent[KIWI_HELPER_SUBTREE_MAX];
 	if (kiwi_helper_cgroup_check(&s->rule, req, KIWI_HELPER_CONFIG, &l, parent, sizeof(parent), err) < 0)
 		return -1;
-	/* root: the subtree and the cgroup are root's, and stay so */
-	if (helper_root_begin(err) < 0)
+	/* root: the subtree and the cgroup are root's, and stay so; the
+	 * override for the subtree, in the hierarchy's 0555 root */
+	if (helper_override_begin(helper_caps_cgroup_held(), err) < 0)
 		return -1;
 	int r = check_parent_exists(parent, s->rule.cgroup_subtree, err);
 	if (r == 0)
 		r = kiwi_cgroup_create(parent, &l, &s->cg, err);
-	helper_root_end();
+	helper_override_end();
 	if (r < 0)
 		return -1;
 	snprintf(name, len, "%s", kiwi_cgroup_name(s->cg));
@@ -133,11 +135,14 @@ int helper_cgroup_attach(struct helper_session *s, kiwi_err *err)
 {
 	if (!s->cg)
 		return kiwi_error(err, EINVAL, STEP, "cgroup-attach before cgroup-prepare");
-	if (helper_root_begin(err) < 0)
+	/* CAP_SYS_NICE: see helper_caps_cgroup_held() */
+	if (helper_override_begin(1ull << CAP_SYS_NICE, err) < 0)
 		return -1;
 	int r = move_in(s, err);
-	if (r == 0)
-		r = delegate(s, err);
+	helper_override_end();
+	if (r < 0 || helper_root_begin(err) < 0)
+		return -1;
+	r = delegate(s, err);
 	helper_root_end();
 	return r;
 }
@@ -147,8 +152,9 @@ void helper_cgroup_teardown(struct helper_session *s)
 	if (!s->cg)
 		return;
 	/* The session's last step: root from here to the exit (the way back
-	 * to the caller's uid may be gone with CAP_SETUID). */
-	if (helper_root_begin(NULL) < 0)
+	 * to the caller's uid may be gone with CAP_SETUID), with the override:
+	 * cgroup.kill and what the sandbox nested are the caller's now. */
+	if (helper_override_begin(helper_caps_cgroup_held(), NULL) < 0)
 		return;
 	kiwi_cgroup_destroy(TAKE_PTR(s->cg), NULL);
 }

@@ -26,6 +26,16 @@ uint64_t helper_caps_for(unsigned ops);
 int helper_drop_to_caller(uid_t uid, gid_t gid, uint64_t caps, kiwi_err *err);
 /* Lowers the permitted set to caps (which can never grow again). */
 int helper_caps_limit(uint64_t caps, kiwi_err *err);
+/* Capabilities the cgroup operation holds but raises only between
+ * helper_override_begin(caps) and _end() (as root, too).
+ * CAP_DAC_OVERRIDE: the root of the cgroup hierarchy is mode 0555, so
+ * making the subtree there needs it, and a delegated cgroup's files are
+ * the caller's, so tearing it down (cgroup.kill, the cgroups the sandbox
+ * nested) needs it: held until the cgroup is gone (this returns it).
+ * CAP_SYS_NICE: moving the sandbox across cpusets (cgroup-attach). */
+uint64_t helper_caps_cgroup_held(void);
+int helper_override_begin(uint64_t caps, kiwi_err *err);
+void helper_override_end(void);
 /* euid 0 around the few steps that work in root's directories
  * (/run/kiwi): ruid and suid are 0 already, so no capability is needed
  * and none is gained. */

@@ -24,6 +24,10 @@
 #define BIT(c) (1ull << (c))
 
 static uid_t caller_uid = (uid_t)-1;   /* set once, by helper_drop_to_caller() */
+static uint64_t held;                  /* the permitted set now */
+
+/* Held but never effective outside helper_override_begin/end. */
+#define RAISED_ONLY (BIT(CAP_DAC_OVERRIDE) | BIT(CAP_SYS_NICE))
 
 uint64_t helper_caps_for(unsigned ops)
 {
@@ -38,10 +42,18 @@ uint64_t helper_caps_for(unsigned ops)
 	/* The cgroup is made and filled as euid 0 (root owns the files, no
 	 * capability needed); handing it to the caller is a chown. */
 	if (ops & (KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH))
-		caps |= BIT(CAP_SETUID);
+		caps |= BIT(CAP_SETUID) | helper_caps_cgroup_held();
+	/* Moving a task across cpusets asks for CAP_SYS_NICE over it unless
+	 * our permitted set covers its own (cap_safe_nice()): the sandbox's
+	 * pid 1 holds every capability in its user namespace. */
 	if (ops & KIWI_HELPER_OP_CGROUP_ATTACH)
-		caps |= BIT(CAP_CHOWN);
+		caps |= BIT(CAP_CHOWN) | BIT(CAP_SYS_NICE);
 	return caps;
+}
+
+uint64_t helper_caps_cgroup_held(void)
+{
+	return BIT(CAP_DAC_OVERRIDE);
 }
 
 static int set_caps(uint64_t permitted, uint64_t effective, kiwi_err *err)
@@ -53,6 +65,14 @@ static int set_caps(uint64_t permitted, uint64_t effective, kiwi_err *err)
 	};
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		return kiwi_error(err, errno, "caps", "cannot set the capabilities");
+	return 0;
+}
+
+static int hold_caps(uint64_t caps, kiwi_err *err)
+{
+	if (set_caps(caps, caps & ~RAISED_ONLY, err) < 0)
+		return -1;
+	held = caps;
 	return 0;
 }
 
@@ -89,7 +109,7 @@ int helper_drop_to_caller(uid_t uid, gid_t gid, uint64_t caps, kiwi_err *err)
 	if (setresuid(0, uid, 0) < 0)
 		return kiwi_error(err, errno, "setresuid", "cannot take the caller's uid %u", (unsigned)uid);
 	caller_uid = uid;
-	if (set_caps(caps, caps, err) < 0)
+	if (hold_caps(caps, err) < 0)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return kiwi_error(err, errno, "caps", "cannot set no_new_privs");
@@ -102,7 +122,28 @@ int helper_drop_to_caller(uid_t uid, gid_t gid, uint64_t caps, kiwi_err *err)
 
 int helper_caps_limit(uint64_t caps, kiwi_err *err)
 {
-	return set_caps(caps, caps, err);
+	return hold_caps(caps & held, err);
+}
+
+int helper_override_begin(uint64_t caps, kiwi_err *err)
+{
+	if ((caps & RAISED_ONLY & held) != caps)
+		return kiwi_error(err, EPERM, "caps", "a capability to raise is not held");
+	if (helper_root_begin(err) < 0)
+		return -1;
+	if (set_caps(held, (held & ~RAISED_ONLY) | caps, err) < 0) {
+		helper_root_end();
+		return -1;
+	}
+	return 0;
+}
+
+void helper_override_end(void)
+{
+	/* Failing here would leave the override on: stop. */
+	if (set_caps(held, held & ~RAISED_ONLY, NULL) < 0)
+		_exit(125);
+	helper_root_end();
 }
 
 int helper_root_begin(kiwi_err *err)

@@ -164,7 +164,8 @@ struct result {
 static int done(struct helper_session *s, enum kiwi_helper_op op, kiwi_err *err)
 {
 	s->ops_left &= ~(unsigned)op;
-	return helper_caps_limit(helper_caps_for(s->ops_left), err);
+	/* what tears the cgroup down stays while there is one */
+	return helper_caps_limit(helper_caps_for(s->ops_left) | (s->cg ? helper_caps_cgroup_held() : 0), err);
 }
 
 static int run_request(struct helper_session *s, struct message *m, struct result *res, kiwi_err *err)
@@ -183,8 +184,7 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 			return -1;
 		/* A map is written once: CAP_SETGID goes for good, CAP_SETUID
 		 * too unless egress still needs it. */
-		s->ops_left &= ~(unsigned)KIWI_HELPER_OP_IDMAP;
-		return helper_caps_limit(helper_caps_for(s->ops_left), err);
+		return done(s, KIWI_HELPER_OP_IDMAP, err);
 	case KIWI_HELPER_OP_EGRESS_PREPARE:
 		if (m->n_fds)
 			return kiwi_error(err, EINVAL, "request", "egress-prepare takes no fd");
