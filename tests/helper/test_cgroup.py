@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, idmap
+# kiwi-run and the busybox rootfs test_egress.py builds: the same files, so
+# the second module to ask finds it built (a build costs ~25 s in the VM)
+from test_egress import kiwi_run  # noqa: F401  (a fixture)
 
 CGROOT = Path("/sys/fs/cgroup")
 CONFIG = "/run/kiwi-helper-test/helper.json"
@@ -296,19 +298,6 @@ def test_a_killed_helper_leaves_the_cgroup_to_gc(cg, kiwi_run):
 
 # ---- kiwi-run as an unprivileged user --------------------------------------------
 
-@pytest.fixture(scope="module")
-def kiwi_run(install_dir):
-    from conftest import _binary
-    kr = install_dir / "kiwi-run"
-    shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
-    rootfs = install_dir / "rootfs"
-    r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
-    return kr, rootfs
-
-
 @pytest.fixture
 def vdir(users):
     d = Path(tempfile.mkdtemp(prefix="kiwi-cg-", dir="/tmp"))
@@ -416,3 +405,16 @@ def test_capabilities_of_the_cgroup_operation(cg, config, users):
     sb = c.call("sandbox")
     assert c.request({"op": "cgroup-attach"}, [{"sandbox": sb["id"]}]) == {"ok": True}
     assert caps_of(pid) == (1 << CAP_DAC_OVERRIDE, 0)
+
+
+@needs_v2
+def test_kiwi_run_timeout_kills_through_the_delegated_cgroup(cg, kiwi_run, helper, vdir):
+    """The timeout writes cgroup.kill, which the helper handed over: the
+    whole sandbox goes, pid 1 with it, and the cgroup after the run."""
+    v = vdir / "v.json"
+    r = kiwi_as(kiwi_run, helper, ["--pids", "10", "--timeout", "1s", "--verdict", str(v)],
+                "sleep 600 & sleep 600")
+    verdict = json.loads(v.read_text())
+    assert r.returncode == 137, (r.stderr, verdict)
+    assert verdict["timed_out"] is True and verdict["killed_by"] == "timeout", verdict
+    assert not (CGROOT / verdict["cgroup"].lstrip("/")).exists()
