@@ -356,6 +356,12 @@ def test_kiwi_run_refusals(cg, kiwi_run, helper):
     assert r.returncode == 125 and "not allowed" in r.stderr, r.stderr
 
 
+def listed(kiwi_run):
+    r = subprocess.run(["setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups", str(kiwi_run[0]),
+                        "list", "--json"], capture_output=True, text=True, timeout=60)
+    return [e["cgroup"] for e in json.loads(r.stdout or "[]")]
+
+
 @needs_v2
 def test_kiwi_run_killed_leaves_nothing(cg, kiwi_run, helper):
     """The cap binds a run that asked only for pids; then a kill -9 of
@@ -365,6 +371,8 @@ def test_kiwi_run_killed_leaves_nothing(cg, kiwi_run, helper):
     (d,) = [Path(x) for x in kiwi_cgroups()]
     assert (d / "memory.max").read_text() == f"{256 << 20}\n"
     assert (d / "pids.max").read_text() == "10\n"
+    # `list` names the helper's cgroup like any other
+    assert settle(lambda: listed(kiwi_run) == ["/" + str(d.relative_to(CGROOT))]), listed(kiwi_run)
     helpers = [int(x) for x in os.popen(f"pgrep -P {p.pid} -x kiwi-helper").read().split()]
     assert len(helpers) == 1
     p.kill()
