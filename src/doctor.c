@@ -320,7 +320,8 @@ static void check_cgroup_user(struct kiwi_check_result *r)
 		size_t l = strlen(r->detail);
 		snprintf(r->detail + l, sizeof(r->detail) - l, "%s", miss);
 		set_fix(r, "run under a delegated scope: systemd-run --user --scope -p Delegate=yes "
-			"kiwi-run ..., or pass --cgroup-parent a cgroup you own%s",
+			"kiwi-run ..., pass --cgroup-parent a cgroup you own, or have the admin allow "
+			"you kiwi-helper's cgroup operation (kiwi-helper(8))%s",
 			miss[0] && strcmp(mnt, "/sys/fs/cgroup") ? "; and see cgroup.mode" : "");
 		return;
 	}
