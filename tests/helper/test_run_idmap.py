@@ -294,3 +294,44 @@ def test_oci_create_asks_the_helper_for_a_map_beyond_the_callers_ids(kiwi_run, h
     assert r.stderr.count("\n") == 1, r.stderr
     assert list((work / "state").iterdir()) == []
     assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def _pure_v2():
+    try:
+        return {"memory", "pids", "cpu"} <= set(Path("/sys/fs/cgroup/cgroup.controllers").read_text().split())
+    except OSError:
+        return False
+
+
+CG_RULES = [{"user": "kiwi-test", "operations": ["idmap", "cgroup"], "uids": [[200000, 65536]],
+             "gids": [[200000, 65536]], "max_pids": 64, "max_sandboxes": 2}]
+
+
+@pytest.mark.skipif(not _pure_v2(), reason="needs pids in the unified hierarchy (the VM lane)")
+def test_limits_and_idmap_share_one_helper(kiwi_run, helper, config, users, install_dir):
+    """cgroup-prepare before clone, then the maps, then cgroup-attach, on
+    one session: the command runs as uid 1000 of the range, in the
+    helper's cgroup, under its pids limit."""
+    config.write(CG_RULES)
+    d = owned_dir(install_dir, "verdict-idmap", users["kiwi-test"].pw_uid)
+    v = d / "v.json"
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--user", "1000:1000", "--pids", "20", "--verdict", str(v)],
+               ["/bin/sh", "-c", "cat /proc/self/uid_map; id -u; cat /proc/self/cgroup; "
+                                 "for i in $(seq 30); do sleep 2 & done 2>/dev/null; wait"])
+    # the shell's own exit (a fork it could not make) is not the point
+    assert "kiwi-run:" not in r.stderr, explain(r)
+    assert [l.split() for l in r.stdout.splitlines()] == [["0", "200000", "65536"], ["1000"], ["0::/"]], explain(r)
+    verdict = json.loads(v.read_text())
+    assert verdict["error"] is None and verdict["started"] is True, verdict
+    assert verdict["cgroup"].startswith("/kiwi.slice/kiwi-"), verdict
+    assert verdict["pids_limit_hit"] is True, verdict
+    assert not Path("/sys/fs/cgroup", verdict["cgroup"].lstrip("/")).exists()
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+@pytest.mark.skipif(_pure_v2(), reason="the hybrid host's refusal")
+def test_limits_refused_on_a_hybrid_host_with_a_map_asked(kiwi_run, helper, config):
+    config.write(CG_RULES)
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--pids", "20"], ["true"])
+    refused(r, "hybrid")
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
