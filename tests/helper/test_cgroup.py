@@ -130,6 +130,7 @@ def test_operation_not_in_the_rule(cg):
     ({"parent": "/kiwi.slicex"}, "outside"),
     ({"parent": "/kiwi.slice//x"}, "plain"),
     ({"parent": "/kiwi.slice/kiwi-0123456789abcdef"}, "sandbox's cgroup"),
+    ({"parent": "/kiwi.slice/not-made-by-the-admin"}, "does not exist"),
     ({"io_max": "8:0 rbps=1"}, "io_max"),
     ({"unified": {"memory.high": "1"}}, "unified"),
 ])
