@@ -41,6 +41,7 @@
 /* The sandbox may nest cgroups of its own below ours (it is root in its
  * cgroup namespace); removal recurses at most this deep. */
 #define KIWI_CG_MAX_DEPTH 32
+#define KIWI_CG_MAX_DESCENDANTS 4096
 #define KIWI_PIDS_LIMIT 4194304  /* PID_MAX_LIMIT: pids.max refuses more */
 
 struct kiwi_cgroup {
@@ -643,6 +644,17 @@ static int write_limits(struct kiwi_cgroup *cg, const struct kiwi_cgroup_limits 
 	return 0;
 }
 
+/* What the sandbox (or, through kiwi-helper, the caller it was delegated
+ * to) may nest below the cgroup: no deeper than removal reaches, and not so
+ * many that removing them takes long. Both files stay their creator's, so
+ * a delegated cgroup cannot be made into a tree teardown cannot remove. */
+static int write_bounds(struct kiwi_cgroup *cg, kiwi_err *err)
+{
+	if (write_limit(cg, "cgroup.max.depth", KIWI_CG_MAX_DEPTH - 1, err) < 0)
+		return -1;
+	return write_limit(cg, "cgroup.max.descendants", KIWI_CG_MAX_DESCENDANTS, err);
+}
+
 /* mkdir <parent>/kiwi-<random> and lock it, all under the parent's shared
  * lock (see the top of this file). */
 static int make_locked(int pfd, char *name, size_t len, kiwi_err *err)
@@ -697,7 +709,7 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 		kiwi_cgroup_destroy(cg, NULL);
 		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
 	}
-	if (write_limits(cg, l, err) < 0) {
+	if (write_bounds(cg, err) < 0 || write_limits(cg, l, err) < 0) {
 		kiwi_cgroup_destroy(cg, NULL);
 		return -1;
 	}

@@ -138,6 +138,18 @@ class Caller:
         except OSError as e:
             return {"errno": e.errno}
 
+    def nest(self, path, depth):
+        """mkdir path/n/n/... depth times, or until the kernel refuses."""
+        made = 0
+        try:
+            for _ in range(depth):
+                path = os.path.join(path, "n")
+                os.mkdir(path)
+                made += 1
+        except OSError as e:
+            return {"made": made, "errno": e.errno}
+        return {"made": made, "errno": 0}
+
     def write(self, path, text):
         """One write(2), as an attack on a cgroup file would be made."""
         try:

@@ -9,6 +9,7 @@ there the test users' processes sit in a root-owned cgroup, so only the
 helper can give them limits. On a hybrid host (this repository's build
 machines) the operation must be refused with the plain hybrid message and
 leave nothing behind."""
+import errno
 import json
 import os
 import shutil
@@ -218,6 +219,23 @@ def test_attacks_from_the_caller_fail(cg, users, tmp_path):
             p.kill()
             p.wait()
         own.rmdir()
+
+
+@needs_v2
+def test_the_caller_cannot_nest_past_what_teardown_removes(cg):
+    """A tree deeper than removal reaches would leak: the depth is bounded
+    in a file the caller does not own, and teardown removes the rest."""
+    c = cg()
+    c.start()
+    d = cgdir(prepare(c, memory="64M"))
+    sb = c.call("sandbox")
+    assert c.request({"op": "cgroup-attach"}, [{"sandbox": sb["id"]}]) == {"ok": True}
+    assert c.call("write", path=str(d / "cgroup.max.depth"), text="max")["errno"] == errno.EACCES
+    assert c.call("write", path=str(d / "cgroup.max.descendants"), text="max")["errno"] == errno.EACCES
+    got = c.call("nest", path=str(d), depth=40)
+    assert got == {"made": 31, "errno": errno.EAGAIN}, got
+    c.finish()
+    assert settle(lambda: not d.exists())
 
 
 @needs_v2
