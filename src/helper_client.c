@@ -9,12 +9,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,15 +83,31 @@ int kiwi_helper_start(struct kiwi_helper **out, kiwi_err *err)
 	return 0;
 }
 
-void kiwi_helper_stop(struct kiwi_helper *h)
+/* The helper's teardown is bounded (a cgroup that will not empty is
+ * given up on after 10 s), so a wait past this means it is stuck. */
+#define HELPER_STOP_TIMEOUT_MS 30000
+
+int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err)
 {
 	if (!h)
-		return;
+		return 0;
 	close(h->sock);
-	/* It removes the veth and the table, then exits. */
-	while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	/* It removes the veth, the table and the cgroup, then exits. The
+	 * caller cannot kill it (its real uid is root): wait, but not for
+	 * ever; it goes on cleaning up without us. */
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int ready = pidfd < 0 ? 1 : 0;
+	while (!ready && (ready = poll(&p, 1, HELPER_STOP_TIMEOUT_MS)) < 0 && errno == EINTR)
+		ready = 0;
+	pid_t pid = h->pid;
 	free(h);
+	if (ready == 0)
+		return kiwi_error(err, ETIMEDOUT, STEP, "kiwi-helper (pid %d) has not finished its cleanup "
+			  "after %d s; left to finish on its own", (int)pid, HELPER_STOP_TIMEOUT_MS / 1000);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return 0;
 }
 
 /* Sends one request (with fd when >= 0) and reads its answer; a refusal

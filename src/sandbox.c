@@ -706,8 +706,10 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err)
 {
 	struct kiwi_egress *e = TAKE_PTR(res->egress);
-	kiwi_helper_stop(TAKE_PTR(res->helper));
-	return e ? kiwi_egress_teardown(e, err) : 0;
+	int r = kiwi_helper_stop(TAKE_PTR(res->helper), err);
+	if (e && kiwi_egress_teardown(e, r < 0 ? NULL : err) < 0)
+		r = -1;
+	return r;
 }
 
 int kiwi_sandbox_exit_status(const struct kiwi_sandbox_result *res, const kiwi_err *err, bool failed)

@@ -173,9 +173,10 @@ int kiwi_helper_cgroup_prepare(struct kiwi_helper **h, const struct kiwi_cgroup_
 /* After clone, while the sandbox waits: the helper moves it (pidfd) into
  * the cgroup and delegates the cgroup to us. */
 int kiwi_helper_cgroup_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
-/* Ends the session: the helper removes what it holds and exits. NULL is
- * fine. */
-void kiwi_helper_stop(struct kiwi_helper *h);
+/* Ends the session: the helper removes what it holds and exits. Waits
+ * for it, 30 s at most (then fails, naming it: it finishes on its own).
+ * Frees h; NULL is fine. */
+int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err);
 /* After clone, while the sandbox waits at sync #1, before egress-attach:
  * the helper writes m into the sandbox's user namespace (named by pidfd),
  * with setgroups denied, once it found every extent allotted to the

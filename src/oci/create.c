@@ -212,7 +212,7 @@ static int maps_by_kiwi_helper(struct creation *c, kiwi_err *err)
 	/* Nothing for the helper to hold once the maps are written: the
 	 * session ends here, and the container outlives it. */
 	int r = kiwi_helper_idmap(h, c->pidfd, &m, err);
-	kiwi_helper_stop(h);
+	kiwi_helper_stop(h, NULL);
 	return r;
 }
 
