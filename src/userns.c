@@ -120,8 +120,7 @@ static int write_proc_file(pid_t pid, const char *name, const char *text, kiwi_e
 	return 0;
 }
 
-/* The kernel's text: one "inside outside count" line per extent. */
-static void format_map(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len)
+void kiwi_idmap_format(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len)
 {
 	size_t at = 0;
 	buf[0] = '\0';
@@ -142,10 +141,10 @@ int kiwi_userns_write_maps(pid_t child, const struct kiwi_idmap *m, bool deny_se
 		m = &self;
 	if (deny_setgroups && write_proc_file(child, "setgroups", "deny", err) < 0)
 		return -1;
-	format_map(m->uid, m->n_uid, map, sizeof(map));
+	kiwi_idmap_format(m->uid, m->n_uid, map, sizeof(map));
 	if (write_proc_file(child, "uid_map", map, err) < 0)
 		return -1;
-	format_map(m->gid, m->n_gid, map, sizeof(map));
+	kiwi_idmap_format(m->gid, m->n_gid, map, sizeof(map));
 	return write_proc_file(child, "gid_map", map, err);
 }
 

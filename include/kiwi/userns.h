@@ -46,6 +46,10 @@ bool kiwi_idmap_maps(const struct kiwi_id_extent *map, size_t n, uint32_t id);
  * one extent of its own uid (and one of its own gid), count 1. */
 bool kiwi_idmap_is_own(const struct kiwi_idmap *m, uid_t uid, gid_t gid);
 
+/* The kernel's text of a map into buf: one "inside outside count" line
+ * per extent (cut short when buf is: the kernel then refuses it whole). */
+void kiwi_idmap_format(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len);
+
 /* Parent side. Writes m (NULL: the caller's own uid and gid at 0; root
  * maps 0 to 0) into the child's user namespace. setgroups is denied first
  * when deny_setgroups is set, which an unprivileged writer of gid_map must

@@ -6,6 +6,7 @@
  * could drop a supplementary group the caller holds and so pass a
  * "group may not read" permission (CVE-2014-8989). */
 #include "helper_int.h"
+#include "kiwi/userns.h"
 #include "kiwi/cleanup.h"
 
 #include <errno.h>
@@ -40,16 +41,6 @@ static int write_at(int procfd, const char *name, const char *text, kiwi_err *er
 	return 0;
 }
 
-static void format_map(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len)
-{
-	size_t at = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n && at < len; i++) {
-		int w = snprintf(buf + at, len - at, "%u %u %u\n", m[i].inside, m[i].outside, m[i].count);
-		at += w > 0 ? (size_t)w : 0;
-	}
-}
-
 int helper_idmap(const struct helper_sandbox *sb, const struct kiwi_helper_request *req,
 		 const struct helper_idmap_allowed *a, kiwi_err *err)
 {
@@ -61,9 +52,9 @@ int helper_idmap(const struct helper_sandbox *sb, const struct kiwi_helper_reque
 	 * written. */
 	if (write_at(sb->procfd, "setgroups", "deny", err) < 0)
 		return -1;
-	format_map(req->uid_map, req->n_uid_map, map, sizeof(map));
+	kiwi_idmap_format(req->uid_map, req->n_uid_map, map, sizeof(map));
 	if (write_at(sb->procfd, "uid_map", map, err) < 0)
 		return -1;
-	format_map(req->gid_map, req->n_gid_map, map, sizeof(map));
+	kiwi_idmap_format(req->gid_map, req->n_gid_map, map, sizeof(map));
 	return write_at(sb->procfd, "gid_map", map, err);
 }

@@ -9,7 +9,6 @@ and network namespace, waiting), and the fds it sends.
   python3 client.py HELPER
 """
 import ctypes
-import errno
 import json
 import os
 import signal

@@ -181,3 +181,27 @@ def idmap(users, user="kiwi-test", uid_map=None, gid_map=None):
 def maps_of(pid):
     """(uid_map, gid_map) of a process, read as root."""
     return tuple(Path(f"/proc/{pid}/{m}").read_text() for m in ("uid_map", "gid_map"))
+
+
+def refused(ans, *words):
+    """The helper's answer is a refusal whose text names every word."""
+    assert ans.get("ok") is False, f"should be refused: {ans}"
+    text = f"{ans.get('step')}: {ans.get('error')}".lower()
+    for w in words:
+        assert w.lower() in text, f"refusal should mention {w!r}: {ans}"
+
+
+def stale_pidfd_of_a_reused_pid(c):
+    """c holds a pidfd (saved as "stale") of a sandbox that ended; a new
+    sandbox of the same caller is given its pid through ns_last_pid.
+    Returns the new sandbox, or skips when the machine took the pid."""
+    old = c.call("sandbox")
+    c.call("save", name="stale", spec={"sandbox": old["id"]})
+    c.call("end_sandbox", sid=old["id"])
+    for _ in range(200):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(old["pid"] - 1))
+        new = c.call("sandbox")
+        if new["pid"] == old["pid"]:
+            return new
+        c.call("end_sandbox", sid=new["id"])
+    pytest.skip("could not get the pid reused (a busy machine took it each time)")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import refused, stale_pidfd_of_a_reused_pid
 # kiwi-run and the busybox rootfs test_egress.py builds: the same files, so
 # the second module to ask finds it built (a build costs ~25 s in the VM)
 from test_egress import kiwi_run  # noqa: F401  (a fixture)
@@ -44,13 +45,6 @@ def _pure_v2():
 V2 = _pure_v2()
 needs_v2 = pytest.mark.skipif(not V2, reason="needs memory, pids and cpu in the unified hierarchy (the VM lane)")
 hybrid_only = pytest.mark.skipif(V2, reason="the hybrid host's refusal")
-
-
-def refused(ans, *words):
-    assert ans.get("ok") is False, f"should be refused: {ans}"
-    text = f"{ans.get('step')}: {ans.get('error')}".lower()
-    for w in words:
-        assert w.lower() in text, f"refusal should mention {w!r}: {ans}"
 
 
 def kiwi_cgroups():
@@ -269,19 +263,7 @@ def test_a_reused_pid_never_lands_in_the_cgroup(cg, users):
     c = cg()
     c.start()
     d = cgdir(prepare(c))
-    old = c.call("sandbox")
-    c.call("save", name="stale", spec={"sandbox": old["id"]})
-    c.call("end_sandbox", sid=old["id"])
-    new = None
-    for _ in range(200):
-        Path("/proc/sys/kernel/ns_last_pid").write_text(str(old["pid"] - 1))
-        new = c.call("sandbox")
-        if new["pid"] == old["pid"]:
-            break
-        c.call("end_sandbox", sid=new["id"])
-        new = None
-    if new is None:
-        pytest.skip("could not get the pid reused (a busy machine took it each time)")
+    new = stale_pidfd_of_a_reused_pid(c)
     refused(c.request({"op": "cgroup-attach"}, [{"saved": "stale"}]), "gone")
     assert procs(d) == []
     assert "/kiwi.slice" not in Path(f"/proc/{new['pid']}/cgroup").read_text()

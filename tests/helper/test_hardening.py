@@ -4,7 +4,6 @@ environment (loader, allocator, locale, temp dir) changes nothing, and the
 caller can neither ptrace it, read its memory or environment, nor kill it,
 at each stage of a session."""
 import errno
-import os
 import subprocess
 from pathlib import Path
 

@@ -2,20 +2,12 @@
 """The idmap operation and every refusal around a sandbox's identity:
 each attack is tried for real against the setuid helper, and the target's
 maps are read afterwards (empty: nothing was written)."""
-import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import idmap, maps_of
-
-
-def refused(ans, *words):
-    assert ans.get("ok") is False, f"should be refused: {ans}"
-    text = f"{ans.get('step')}: {ans.get('error')}".lower()
-    for w in words:
-        assert w.lower() in text, f"refusal should mention {w!r}: {ans}"
+from conftest import idmap, maps_of, refused, stale_pidfd_of_a_reused_pid
 
 
 def test_version_before_privileges(helper, users):
@@ -137,19 +129,7 @@ def test_a_reused_pid_is_not_the_sandbox(clients, users):
     would pass every other check."""
     c = clients()
     c.start()
-    old = c.call("sandbox")
-    c.call("save", name="stale", spec={"sandbox": old["id"]})
-    c.call("end_sandbox", sid=old["id"])
-    new = None
-    for _ in range(200):
-        Path("/proc/sys/kernel/ns_last_pid").write_text(str(old["pid"] - 1))
-        new = c.call("sandbox")
-        if new["pid"] == old["pid"]:
-            break
-        c.call("end_sandbox", sid=new["id"])
-        new = None
-    if new is None:
-        pytest.skip("could not get the pid reused (a busy machine took it each time)")
+    new = stale_pidfd_of_a_reused_pid(c)
     ans = c.request(idmap(users), [{"saved": "stale"}])
     refused(ans, "gone")
     assert maps_of(new["pid"]) == ("", "")
