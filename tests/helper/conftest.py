@@ -12,6 +12,7 @@ setpriv; the tests (root) drive them line by line.
 Inputs (environment): KIWI_HELPER_TEST, KIWI_RUN (built by meson; defaults
 under <repo>/build). Skips (exit 77 under meson) when not root.
 """
+import fcntl
 import json
 import os
 import pwd
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -61,14 +63,37 @@ def users():
     return {name: _ensure_user(name) for name in USERS}
 
 
+def _sweep_stale_installs():
+    """A session killed before its teardown leaves a setuid-root copy of
+    the helper behind: remove every install no live session holds locked."""
+    for old in Path("/var/tmp").glob("kiwi-helper-*"):
+        try:
+            if time.time() - old.stat().st_mtime < 600:
+                continue  # perhaps made this instant, not locked yet
+            fd = os.open(old, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass  # a running session's
+        finally:
+            os.close(fd)
+
+
 @pytest.fixture(scope="session")
 def install_dir():
+    _sweep_stale_installs()
     d = Path(tempfile.mkdtemp(prefix="kiwi-helper-", dir="/var/tmp"))
     d.chmod(0o755)
+    lock = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     if os.statvfs(d).f_flag & os.ST_NOSUID:
         pytest.skip(f"{d} is on a nosuid filesystem: a setuid binary cannot be tested there")
     yield d
     shutil.rmtree(d, ignore_errors=True)
+    os.close(lock)
 
 
 @pytest.fixture(scope="session")
