@@ -22,9 +22,6 @@ from pathlib import Path
 import pytest
 
 from conftest import refused, stale_pidfd_of_a_reused_pid
-# kiwi-run and the busybox rootfs test_egress.py builds: the same files, so
-# the second module to ask finds it built (a build costs ~25 s in the VM)
-from test_egress import kiwi_run  # noqa: F401  (a fixture)
 
 CGROOT = Path("/sys/fs/cgroup")
 CONFIG = "/run/kiwi-helper-test/helper.json"

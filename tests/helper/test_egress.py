@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, idmap
+from conftest import idmap
 from fakenet import HOST_UPLINK, World, leftovers
 
 
@@ -151,22 +151,6 @@ def test_another_users_sandbox_gets_no_veth(in_world, users, world):
 PROBE = "/usr/local/bin/netprobe"
 DOCS = "192.0.2.0/24,198.51.100.0/24,203.0.113.0/24"
 PUBLIC_FLAGS = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
-
-
-@pytest.fixture(scope="module")
-def kiwi_run(install_dir):
-    """kiwi-run and the rootfs with netprobe, where the test user reaches them."""
-    from conftest import _binary
-    kr = install_dir / "kiwi-run"
-    shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
-    probe = install_dir / "netprobe"
-    shutil.copy2(_binary("KIWI_NETPROBE", "tests/net/netprobe"), probe)
-    rootfs = install_dir / "rootfs"
-    r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), str(probe)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
-    return kr, rootfs
 
 
 def run_as(world, user, kiwi_run, helper, opts, cmd, env_helper=True):

@@ -14,29 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, _binary
 from fakenet import World, leftovers
 
 RANGE = ["--uidmap", "0:200000:65536", "--gidmap", "0:200000:65536"]   # kiwi-test's, in default_rules
 PROBE = "/usr/local/bin/netprobe"
 EGRESS = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", "203.0.113.0/24",
           "--dns", "192.0.2.53"]
-
-
-@pytest.fixture(scope="module")
-def kiwi_run(install_dir):
-    """kiwi-run and a busybox rootfs with netprobe, where the test users reach them."""
-    kr = install_dir / "kiwi-run"
-    shutil.copy2(_binary("KIWI_RUN", "src/kiwi-run"), kr)
-    probe = install_dir / "netprobe"
-    shutil.copy2(_binary("KIWI_NETPROBE", "tests/net/netprobe"), probe)
-    rootfs = install_dir / "rootfs-idmap"
-    if not rootfs.is_dir():
-        r = subprocess.run(["sh", str(REPO / "rootfs-tools" / "busybox-rootfs.sh"), str(rootfs), str(probe)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.skip(f"busybox-rootfs.sh failed: {r.stderr.strip()}")
-    return kr, rootfs
 
 
 def as_user(user, kr, args, helper, prefix=()):
