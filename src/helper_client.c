@@ -152,6 +152,32 @@ kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t l
 	return NULL;
 }
 
+/* A request's writer, its "op" written. NULL: out of memory. */
+static kiwi_json_writer *request_open(const char *op)
+{
+	kiwi_json_writer *w = kiwi_jw_new(false);
+	if (w) {
+		kiwi_jw_open_object(w);
+		kiwi_jw_key(w, "op");
+		kiwi_jw_string(w, op);
+	}
+	return w;
+}
+
+/* Closes the request, sends it (with fd when >= 0) and returns the
+ * helper's "ok" answer; NULL with err set otherwise. */
+static kiwi_json *request_send(struct kiwi_helper *h, kiwi_json_writer *w, int fd, kiwi_err *err)
+{
+	kiwi_jw_close_object(w);
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	if (!text) {
+		kiwi_error(err, ENOMEM, STEP, "out of memory");
+		return NULL;
+	}
+	return kiwi_helper_exchange(h, text, len, fd, err);
+}
+
 static const char *ip4(uint32_t a, char buf[INET_ADDRSTRLEN])
 {
 	struct in_addr in = { htonl(a) };
@@ -229,20 +255,14 @@ int kiwi_helper_egress_prepare(struct kiwi_helper **hp, const struct kiwi_egress
 {
 	if (kiwi_egress_config_check(c, err) < 0 || check_unprivileged(c, err) < 0)
 		return -1;
-	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	_cleanup_jw_ kiwi_json_writer *w = request_open("egress-prepare");
 	if (!w)
 		return kiwi_error(err, ENOMEM, STEP, "out of memory");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "op");
-	kiwi_jw_string(w, "egress-prepare");
 	write_egress(w, c);
-	kiwi_jw_close_object(w);
 	if (kiwi_helper_start(hp, err) < 0)
 		return -1;
 	struct kiwi_helper *h = *hp;
-	size_t len;
-	const char *text = kiwi_jw_text(w, &len);
-	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, text, len, -1, err);
+	_cleanup_json_ kiwi_json *j = request_send(h, w, -1, err);
 	if (!j || child_of(j, &h->child, err) < 0)
 		return -1;
 	h->egress = true;
@@ -312,20 +332,12 @@ static void write_map(kiwi_json_writer *w, const char *key, const struct kiwi_id
 
 int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap *m, kiwi_err *err)
 {
-	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	_cleanup_jw_ kiwi_json_writer *w = request_open("idmap");
 	if (!w)
 		return kiwi_error(err, ENOMEM, STEP, "out of memory");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "op");
-	kiwi_jw_string(w, "idmap");
 	write_map(w, "uid_map", m->uid, m->n_uid);
 	write_map(w, "gid_map", m->gid, m->n_gid);
-	kiwi_jw_close_object(w);
-	size_t len;
-	const char *text = kiwi_jw_text(w, &len);
-	if (!text)
-		return kiwi_error(err, ENOMEM, STEP, "out of memory");
-	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, text, len, pidfd, err);
+	_cleanup_json_ kiwi_json *j = request_send(h, w, pidfd, err);
 	return j ? 0 : -1;
 }
 
@@ -374,23 +386,17 @@ int kiwi_helper_cgroup_prepare(struct kiwi_helper **hp, const struct kiwi_cgroup
 	if (l->io_max || l->unified)
 		return kiwi_error(err, EPERM, "cgroup", "io.max and raw cgroup files need root: kiwi-helper sets "
 							 "only memory, swap, pids, cpus and weights");
-	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	_cleanup_jw_ kiwi_json_writer *w = request_open("cgroup-prepare");
 	if (!w)
 		return kiwi_error(err, ENOMEM, STEP, "out of memory");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "op");
-	kiwi_jw_string(w, "cgroup-prepare");
 	write_limits(w, l);
 	if (parent) {
 		kiwi_jw_key(w, "parent");
 		kiwi_jw_string(w, parent);
 	}
-	kiwi_jw_close_object(w);
 	if (kiwi_helper_start(hp, err) < 0)
 		return -1;
-	size_t n;
-	const char *text = kiwi_jw_text(w, &n);
-	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(*hp, text, n, -1, err);
+	_cleanup_json_ kiwi_json *j = request_send(*hp, w, -1, err);
 	if (!j)
 		return -1;
 	const char *path = kiwi_json_string(kiwi_json_get(j, "path"));
