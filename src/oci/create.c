@@ -6,7 +6,7 @@
  * a failed create leaves nothing behind. Steps #1..#3 are mirrored in
  * init.c. */
 #include "oci_int.h"
-#include "../sync.h"
+#include "kiwi/sync.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/helper.h"

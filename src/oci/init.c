@@ -4,7 +4,7 @@
  * becomes the user process itself: the shim waits for this very pid.
  * One flat list of steps; #1..#3 are mirrored in create.c. */
 #include "oci_int.h"
-#include "../sync.h"
+#include "kiwi/sync.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/net.h"
 #include "kiwi/oci_runtime.h"

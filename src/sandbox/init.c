@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "init.h"
-#include "sync.h"
+#include "kiwi/sync.h"
 #include "kiwi/caps.h"
 #include "kiwi/debug.h"
 #include "kiwi/landlock.h"

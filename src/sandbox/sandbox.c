@@ -2,7 +2,7 @@
 /* The launch sequence, parent side, top to bottom. The child side is
  * init.c; steps #1..#3 are mirrored there. */
 #include "init.h"
-#include "sync.h"
+#include "kiwi/sync.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/debug.h"
 #include "kiwi/egress.h"

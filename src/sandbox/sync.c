@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "sync.h"
+#include "kiwi/sync.h"
 
 #include "kiwi/cleanup.h"
 

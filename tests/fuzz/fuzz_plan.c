@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/plan_int.h"
+#include "../../src/phase/plan_int.h"
 
 static const char *const managers[] = { "npm", "pnpm", "yarn", "bun" };
 

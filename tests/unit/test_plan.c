@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../src/plan_int.h"
+#include "../../src/phase/plan_int.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/json.h"
 #include "kiwi/plan.h"
