@@ -118,7 +118,7 @@ lane_failed() {
 say "tests under ASan+UBSan"
 if configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; then
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		run_meson_tests build-asan asan --no-suite vm --no-suite man
+		run_meson_tests build-asan asan --no-suite vm --no-suite man --no-suite lint
 else
 	lane_failed asan
 fi
