@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The egress operations: the egress module (src/egress.c) does the work,
+/* The egress operations: the egress module (src/net/egress.c) does the work,
  * exactly as for a root kiwi-run; here are only the checks a caller's
  * request must pass first: the mode allowed by the rule, a policy that
  * opens no address of this host, the veth quota. Then the veth's peer

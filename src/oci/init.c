@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The container's init, child side of clone3. Unlike `kiwi-run run`'s pid 1
- * (src/init.c), which forks the command and supervises it, the OCI init
+ * (src/sandbox/init.c), which forks the command and supervises it, the OCI init
  * becomes the user process itself: the shim waits for this very pid.
  * One flat list of steps; #1..#3 are mirrored in create.c. */
 #include "oci_int.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the OCI runtime: the parent (create.c) and the container's init
  * (init.c) talk over one SOCK_SEQPACKET socketpair with the kiwi_sync_msg
- * packets of src/sync.h, using the message types below. Steps #1..#3 are
+ * packets of include/kiwi/sync.h, using the message types below. Steps #1..#3 are
  * mirrored on both sides. */
 #ifndef KIWI_OCI_INT_H
 #define KIWI_OCI_INT_H

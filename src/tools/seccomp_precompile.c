@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Build-time tool: compiles a seccomp profile and writes it, with the
- * profile's own text, as a C header for src/seccomp_default.c.
+ * profile's own text, as a C header for src/sandbox/seccomp_default.c.
  *   seccomp_precompile PROFILE.json OUT.h */
 #include "kiwi/cleanup.h"
 #include "kiwi/seccomp.h"

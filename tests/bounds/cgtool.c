@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cgtool: drives the cgroup module (src/cgroup.c) for the VM-lane tests.
+/* cgtool: drives the cgroup module (src/sandbox/cgroup.c) for the VM-lane tests.
  *
  *   cgtool run [--parent P] [LIMITS] [--cgroupns] -- CMD [ARGS...]
  *       create a cgroup with LIMITS, start CMD inside it with clone3 +

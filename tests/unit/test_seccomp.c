@@ -165,7 +165,7 @@ Test(seccomp_default, embedded_copy_matches_source)
 	static char file[1 << 20];
 	size_t n = fread(file, 1, sizeof(file), fp);
 	fclose(fp);
-	cr_assert_eq(n, len, "embedded %zu bytes, file has %zu: rebuild (touch src/seccomp.c)", len, n);
+	cr_assert_eq(n, len, "embedded %zu bytes, file has %zu: rebuild (touch src/sandbox/seccomp.c)", len, n);
 	cr_assert(!memcmp(file, text, len), "embedded default differs from the file: rebuild");
 }
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The cgroup module (src/cgroup.c) against the guest's real cgroup v2,
+"""The cgroup module (src/sandbox/cgroup.c) against the guest's real cgroup v2,
 through the cgtool driver: limits, CLONE_INTO_CGROUP, stats, destroy, gc."""
 import os
 import signal
