@@ -13,8 +13,9 @@ root=${1:-/var/tmp/kiwi-fresh/root}
 commit=${2:-HEAD}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$root/usr/bin/apt-get" ]; then
+	mirror=$("$repo/.ci/debian-mirror.sh")   # this machine's own apt source
 	mkdir -p "$root"
-	debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
+	debootstrap --variant=minbase bookworm "$root" "$mirror"
 fi
 if [ -z "${KIWI_FRESH_KEEP:-}" ]; then
 	rm -rf "$root/src/kiwi-run"

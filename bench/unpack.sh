@@ -22,8 +22,9 @@ cd "$dir"
 if [ ! -d base ]; then
   echo "building the base tree with debootstrap (once)..." >&2
   rm -rf base.tmp
+  mirror=$("$here/.ci/debian-mirror.sh")   # this machine's own apt source
   debootstrap --variant=minbase --include=python3,perl,gcc,libc6-dev bookworm base.tmp \
-    http://deb.debian.org/debian >debootstrap.log 2>&1
+    "$mirror" >debootstrap.log 2>&1
   mv base.tmp base
 fi
 

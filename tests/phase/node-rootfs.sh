@@ -6,7 +6,8 @@
 # Needs root and debootstrap. Usage: node-rootfs.sh [DEST]
 set -eu
 dest=${1:-/var/cache/kiwi-run-tests/node-rootfs}
-mirror=${KIWI_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The archive this machine's apt uses (KIWI_DEBIAN_MIRROR overrides it).
+mirror=$("$(dirname "$0")/../../.ci/debian-mirror.sh")
 stamp="bookworm minbase nodejs npm v1"
 mkdir -p "$(dirname "$dest")"
 exec 9>"$dest.lock"
