@@ -7,9 +7,10 @@
 # result; absolute times on this shared machine are not.
 #
 # The test build of the helper (build/src/helper/kiwi-helper-test, whose
-# admin config is /run/kiwi-helper-test/helper.json) is copied setuid-root
-# to a temp dir; the config is written for the run and removed after.
-# Do not run it while the `helper` test suite runs: they share that path.
+# admin config lies in a directory under /run named after its build
+# directory: its --help says which) is copied setuid-root to a temp dir;
+# the config is written for the run and removed after. Do not run it while
+# the `helper` test suite of the same build directory runs: they share it.
 #
 # usage: bench/helper-cost.sh [--build DIR] [--runs N]   (as root)
 set -euo pipefail
@@ -30,17 +31,19 @@ done
 for f in src/kiwi-run src/helper/kiwi-helper-test; do
   [ -x "$build/$f" ] || { echo "helper-cost.sh: $build/$f missing: build it or pass --build" >&2; exit 1; }
 done
-[ ! -e /run/kiwi-helper-test ] || { echo "helper-cost.sh: /run/kiwi-helper-test exists (a helper test running?)" >&2; exit 1; }
+cfg=$("$build/src/helper/kiwi-helper-test" --help | sed -n 's/^Admin config: \(.*\)\/helper\.json\. .*/\1/p')
+case $cfg in /run/kiwi-helper-test*) ;; *) echo "helper-cost.sh: cannot learn the test helper's config directory" >&2; exit 1 ;; esac
+[ ! -e "$cfg" ] || { echo "helper-cost.sh: $cfg exists (a helper test running?)" >&2; exit 1; }
 
 work=$(mktemp -d /var/tmp/kiwi-helperbench.XXXXXX)
-trap 'rm -rf "$work" /run/kiwi-helper-test' EXIT
+trap 'rm -rf "$work" "$cfg"' EXIT
 chmod 755 "$work"
 "$repo/rootfs-tools/busybox-rootfs.sh" "$work/rootfs" >/dev/null
 install -m 755 "$build/src/kiwi-run" "$work/kiwi-run"
 install -m 4755 -o root -g root "$build/src/helper/kiwi-helper-test" "$work/kiwi-helper"
-mkdir -m 755 /run/kiwi-helper-test
+mkdir -m 755 "$cfg"
 printf '{"rules":[{"user":65534,"operations":["idmap"],"uids":[[200000,65536]],"gids":[[200000,65536]]}]}\n' \
-  > /run/kiwi-helper-test/helper.json
+  > "$cfg/helper.json"
 mkdir -p "$work/home-nobody"
 chown 65534:65534 "$work/home-nobody"
 cc -O2 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$work/startbench" "$here/startbench.c"

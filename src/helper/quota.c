@@ -7,16 +7,23 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define QUOTA_DIR "/run/kiwi/helper"
+/* The test build keeps its own, beside its config (src/helper/meson.build). */
+#ifndef KIWI_HELPER_STATE_DIR
+#define KIWI_HELPER_STATE_DIR "/run/kiwi/helper"
+#endif
+#define QUOTA_DIR KIWI_HELPER_STATE_DIR
 
 static int make_dir(kiwi_err *err)
 {
-	if ((mkdir("/run/kiwi", 0755) < 0 && errno != EEXIST) || (mkdir(QUOTA_DIR, 0700) < 0 && errno != EEXIST))
+	char parent[PATH_MAX] = QUOTA_DIR;
+	if ((mkdir(dirname(parent), 0755) < 0 && errno != EEXIST) || (mkdir(QUOTA_DIR, 0700) < 0 && errno != EEXIST))
 		return kiwi_error(err, errno, "quota", "cannot create `%s`", QUOTA_DIR);
 	struct stat st;
 	if (lstat(QUOTA_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))

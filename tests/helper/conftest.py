@@ -3,7 +3,8 @@
 binary, called by unprivileged test users.
 
 The session copies the test build of the helper (kiwi-helper-test, whose
-config and subid files live in /run/kiwi-helper-test instead of /etc) to a
+config, subid files and quota locks live in a directory under /run named
+after its build directory, instead of /etc: its --help says which) to a
 root-owned directory under /var/tmp, on a filesystem without nosuid, and
 makes it root 4755. Each test writes the admin config it needs. The callers
 are client.py processes run as `kiwi-test` and `kiwi-test2` through
@@ -28,7 +29,6 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD = REPO / "build"
-CONFIG_DIR = Path("/run/kiwi-helper-test")
 USERS = ("kiwi-test", "kiwi-test2")
 PYTHON = "/usr/bin/python3"
 sys.path.insert(0, str(REPO / "tests" / "net"))
@@ -45,6 +45,22 @@ def _binary(env, default):
     if not path.is_file():
         pytest.exit(f"{path} is missing: build it or set {env}", 2)
     return path
+
+
+def _config_dir():
+    """The test build's own directory (per build directory, so that two
+    trees can run this suite at once), as its --help names its config."""
+    binary = _binary("KIWI_HELPER_TEST", "src/helper/kiwi-helper-test")
+    out = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("Admin config: "):
+            path = Path(line.split(": ", 1)[1].split(". ")[0])
+            assert path.name == "helper.json" and path.parent.name.startswith("kiwi-helper-test"), path
+            return path.parent
+    pytest.exit(f"{binary} --help names no admin config", 2)
+
+
+CONFIG_DIR = _config_dir()
 
 
 def _ensure_user(name):

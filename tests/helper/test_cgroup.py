@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import refused, stale_pidfd_of_a_reused_pid
+from conftest import CONFIG_DIR, refused, stale_pidfd_of_a_reused_pid
 
 CGROOT = Path("/sys/fs/cgroup")
-CONFIG = "/run/kiwi-helper-test/helper.json"
+CONFIG = str(CONFIG_DIR / "helper.json")
 RULES = [
     {"user": "kiwi-test", "operations": ["idmap", "cgroup"], "max_memory": "256M", "max_pids": 64,
      "max_sandboxes": 2},
