@@ -55,6 +55,9 @@ enum {
 };
 unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l);
 const char *kiwi_cgroup_controller_name(unsigned bit);
+/* Of need, the controllers the unified hierarchy's root does not offer
+ * (on a hybrid host: those bound to cgroup v1); all of need without cgroup2. */
+unsigned kiwi_cgroup_unavailable(unsigned need);
 
 struct kiwi_cgroup;
 

@@ -53,7 +53,7 @@ struct kiwi_oci_device {
 struct kiwi_oci_hook {
 	const char *path;
 	char **argv;               /* NULL-terminated; default { path } */
-	char **env;                /* NULL-terminated, maybe empty */
+	char **env;                /* NULL-terminated, maybe empty; NULL: the runtime's own */
 	int timeout_s;             /* 0: none */
 };
 
@@ -124,6 +124,7 @@ struct kiwi_oci_config {
 	const char *cgroups_path;  /* NULL: none given */
 	struct kiwi_cgroup_limits limits;
 	bool has_limits;           /* a limit kiwi-run writes was given */
+	int64_t cpu_shares;        /* as given (0: none), for messages; limits has cpu.weight */
 
 	char *seccomp_json;        /* linux.seccomp re-serialised for the seccomp module; NULL: none */
 	const char **masked_paths, **readonly_paths;
@@ -142,6 +143,10 @@ struct kiwi_oci_config {
 	/* Fields accepted but not applied, for the --debug log: "apparmorProfile". */
 	const char *ignored[8];
 	size_t n_ignored;
+	/* Capability names neither kiwi-run nor (so) the kernel knows: skipped,
+	 * with a warning on the log, as runc does. */
+	const char *unknown_caps[8];
+	size_t n_unknown_caps;
 };
 
 /* Parses and checks config text. On failure err says which field and why
@@ -154,6 +159,8 @@ void kiwi_oci_config_free(struct kiwi_oci_config *c);
 /* A capability's number from "CAP_SYS_ADMIN" (or "sys_admin"), -1 if unknown. */
 int kiwi_oci_cap_from_name(const char *name);
 const char *kiwi_oci_cap_name(int cap);
+/* "RLIMIT_NOFILE" for RLIMIT_NOFILE, or NULL. */
+const char *kiwi_oci_rlimit_name(int resource);
 /* Number of capabilities kiwi-run knows by name. */
 int kiwi_oci_cap_count(void);
 /* An annotation's value, or NULL. */

@@ -69,6 +69,8 @@ struct kiwi_oci_create_opts {
 	bool for_run;              /* `run` waits for the init itself (no PDEATHSIG games) */
 	/* Called with messages worth a debug log line; may be NULL. */
 	void (*note)(const char *msg);
+	/* Called with warnings (a capability this kernel lacks); may be NULL. */
+	void (*warn)(const char *msg);
 };
 
 /* create: builds the container and leaves its init blocked on exec.fifo.

@@ -24,6 +24,7 @@ void kiwi_oci_log(const char *level, const char *fmt, ...) __attribute__((format
 int kiwi_oci_fail(const kiwi_err *err);
 int kiwi_oci_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kiwi_oci_note(const char *msg);
+void kiwi_oci_warn(const char *msg);
 
 int kiwi_oci_cmd_create(int argc, char **argv);
 int kiwi_oci_cmd_start(int argc, char **argv);

@@ -50,7 +50,8 @@ struct create_args {
 /* Parses create's (and run's) flags and the id. */
 static int parse_create(const char *cmd, int argc, char **argv, bool is_run, struct create_args *a)
 {
-	a->o = (struct kiwi_oci_create_opts){ .root = kiwi_oci_g.root, .bundle = ".", .note = kiwi_oci_note };
+	a->o = (struct kiwi_oci_create_opts){ .root = kiwi_oci_g.root, .bundle = ".", .note = kiwi_oci_note,
+					       .warn = kiwi_oci_warn };
 	int c;
 	opterr = 0;
 	while ((c = getopt_long_only(argc, argv, is_run ? "+b:d" : "+b:", create_options, NULL)) != -1) {

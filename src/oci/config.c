@@ -188,10 +188,13 @@ static int parse_caps(struct parser *p, const kiwi_json *caps)
 			return -1;
 		for (size_t i = 0; i < n; i++) {
 			int cap = kiwi_oci_cap_from_name(names[i]);
-			/* Refused, not skipped: a capability this build does not
-			 * know could be one the process needs. */
-			if (cap < 0)
-				return bad(p, where, "unknown capability `%s`", names[i]);
+			/* Skipped with a warning, as runc does: a config written
+			 * for a newer kernel still runs on this one. */
+			if (cap < 0) {
+				if (p->c->n_unknown_caps < KIWI_ARRAY_SIZE(p->c->unknown_caps))
+					p->c->unknown_caps[p->c->n_unknown_caps++] = names[i];
+				continue;
+			}
 			p->c->process.caps[s] |= 1ULL << cap;
 		}
 	}
@@ -213,6 +216,14 @@ static const struct {
 	{ "RLIMIT_RTTIME", RLIMIT_RTTIME }, { "RLIMIT_SIGPENDING", RLIMIT_SIGPENDING },
 	{ "RLIMIT_STACK", RLIMIT_STACK },
 };
+
+const char *kiwi_oci_rlimit_name(int resource)
+{
+	for (size_t k = 0; k < KIWI_ARRAY_SIZE(rlimit_names); k++)
+		if (rlimit_names[k].resource == resource)
+			return rlimit_names[k].name;
+	return NULL;
+}
 
 /* An rlimit value: JSON integers above INT64_MAX (RLIM_INFINITY is
  * 2^64-1) arrive as doubles. */
@@ -660,6 +671,7 @@ static int parse_cpu(struct parser *p, const kiwi_json *cpu)
 		if (shares < 2)
 			return bad(p, "linux.resources.cpu.shares", "%s", "must be 0 (unset) or 2 to 262144");
 		l->cpu_weight = (int)(1 + ((shares - 2) * 9999) / 262142);
+		p->c->cpu_shares = shares;
 		p->c->has_limits = true;
 	}
 	return 0;
@@ -921,10 +933,9 @@ static int parse_hook(struct parser *p, const kiwi_json *h, struct kiwi_oci_hook
 		hook->argv[0] = (char *)hook->path;
 	}
 	snprintf(path, sizeof(path), "%s.env", where);
+	/* Without `env`, NULL: the hook gets the runtime's own environment. */
 	if (string_array(p, kiwi_json_get(h, "env"), path, &hook->env, NULL) < 0)
 		return -1;
-	if (!hook->env && !(hook->env = calloc(1, sizeof(*hook->env))))
-		return kiwi_error(p->err, ENOMEM, "config", "cannot allocate a hook");
 	if (opt_int(p, h, "timeout", where, 1, 86400, &n, &set) < 0)
 		return -1;
 	hook->timeout_s = set ? (int)n : 0;

@@ -62,6 +62,12 @@ static int check_config(struct creation *c, kiwi_err *err)
 				  "subtree delegated to uid %u", (unsigned)geteuid());
 	if (cfg->process.caps[KIWI_OCI_CAP_BOUNDING] & (1ULL << 27) && c->o->note)
 		c->o->note("CAP_MKNOD is never granted: the container's device nodes are the configured ones");
+	for (size_t i = 0; i < cfg->n_unknown_caps && c->o->warn; i++) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "config.json: capability `%.64s` is unknown to kiwi-run and this kernel: skipped",
+			 cfg->unknown_caps[i]);
+		c->o->warn(msg);
+	}
 	for (size_t i = 0; i < cfg->n_ignored && c->o->note; i++) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "config.json: `%s` is ignored (kiwi-run drives no LSM)", cfg->ignored[i]);
@@ -270,6 +276,35 @@ static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
 	return -1;
 }
 
+/* A limit whose controller the unified hierarchy lacks (a hybrid host
+ * binds it to cgroup v1) is refused, never dropped. containerd and podman
+ * write some limits nobody asked for: the one line names the field that
+ * asked, and the caller's switch that turns it off. */
+static int unenforceable(const struct kiwi_oci_config *cfg, unsigned miss, kiwi_err *err)
+{
+	const struct kiwi_cgroup_limits *l = &cfg->limits;
+	char what[160] = "";
+	if ((miss & KIWI_CG_PIDS) && l->pids_max >= 0)
+		snprintf(what, sizeof(what), "linux.resources.pids.limit %lld (podman's default; turn it off with "
+			 "--pids-limit 0)", l->pids_max == KIWI_CGROUP_MAX ? -1LL : (long long)l->pids_max);
+	else if ((miss & KIWI_CG_CPU) && cfg->cpu_shares)
+		snprintf(what, sizeof(what), "linux.resources.cpu.shares %lld (containerd's and podman's default; "
+			 "turn it off with --cpu-shares 0)", (long long)cfg->cpu_shares);
+	else if ((miss & KIWI_CG_CPU) && l->cpu_quota_us >= 0)
+		snprintf(what, sizeof(what), "linux.resources.cpu.quota (--cpus)");
+	else if (miss & KIWI_CG_MEMORY)
+		snprintf(what, sizeof(what), "linux.resources.memory (--memory)");
+	else if (miss & KIWI_CG_IO)
+		snprintf(what, sizeof(what), "linux.resources.blockIO");
+	else
+		snprintf(what, sizeof(what), "linux.resources.unified");
+	unsigned first = miss & -miss;
+	return kiwi_error(err, 0, "cgroup",
+			  "config.json asks for %s, which cannot be enforced here: the `%s` controller is not in "
+			  "the unified cgroup hierarchy (cgroup v1 or hybrid host); drop the limit, or boot with "
+			  "cgroup_no_v1=all", what, kiwi_cgroup_controller_name(first));
+}
+
 /* The container's cgroup: cgroupsPath, or /kiwi-oci/<id> for limits
  * without one. Without limits a cgroup is only where the container sits,
  * and one that cannot be made (no cgroup2, nothing delegated to a rootless
@@ -287,6 +322,9 @@ static int make_cgroup(struct creation *c, kiwi_err *err)
 	if (strchr(path, ':'))
 		return kiwi_error(err, EINVAL, "cgroup", "cgroupsPath `%s` is systemd's slice:prefix:name form; "
 				  "kiwi-run takes a cgroupfs path", path);
+	unsigned miss = cfg->has_limits ? kiwi_cgroup_unavailable(kiwi_cgroup_needed(&cfg->limits)) : 0;
+	if (miss)
+		return unenforceable(cfg, miss, err);
 	kiwi_err e = { 0 };
 	if (kiwi_cgroup_open_path(path, &cfg->limits, &c->cg_made, &c->cg, &e) == 0) {
 		snprintf(c->st.cgroup, sizeof(c->st.cgroup), "%s", kiwi_cgroup_path(c->cg));

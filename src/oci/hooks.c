@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
@@ -26,7 +28,7 @@ _Noreturn static void exec_hook(const struct kiwi_oci_hook *h, int in)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execve(h->path, h->argv, h->env);
+	execve(h->path, h->argv, h->env ? h->env : environ);
 	_exit(127);
 }
 

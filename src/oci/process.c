@@ -29,7 +29,8 @@ int kiwi_oci_set_rlimits(const struct kiwi_oci_process *p, kiwi_err *err)
 	for (size_t i = 0; i < p->n_rlimits; i++) {
 		struct rlimit rl = { .rlim_cur = p->rlimits[i].soft, .rlim_max = p->rlimits[i].hard };
 		if (setrlimit(p->rlimits[i].resource, &rl) < 0)
-			return kiwi_error(err, errno, "rlimits", "cannot set rlimit %d to %llu/%llu", p->rlimits[i].resource,
+			return kiwi_error(err, errno, "rlimits", "cannot set %s to %llu/%llu",
+					  kiwi_oci_rlimit_name(p->rlimits[i].resource),
 					  (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
 	}
 	return 0;
@@ -69,9 +70,21 @@ static int set_ids(const struct kiwi_oci_process *p, bool may_setgroups, kiwi_er
 	return 0;
 }
 
+/* The capabilities this kernel knows: names kiwi-run knows but an older
+ * kernel does not are skipped, as runc skips them. */
+static uint64_t kernel_caps(void)
+{
+	uint64_t known = 0;
+	for (int cap = 0; cap < 64 && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+		known |= 1ULL << cap;
+	return known;
+}
+
 int kiwi_oci_become_user(const struct kiwi_oci_process *p, bool may_setgroups, kiwi_err *err)
 {
-	const uint64_t *caps = p->caps;
+	uint64_t known = kernel_caps(), caps[KIWI_OCI_CAP_SETS];
+	for (int s = 0; s < KIWI_OCI_CAP_SETS; s++)
+		caps[s] = p->caps[s] & known;
 	if (drop_bounding(caps[KIWI_OCI_CAP_BOUNDING], err) < 0)
 		return -1;
 	/* Keep the permitted set across the change of uid; the effective

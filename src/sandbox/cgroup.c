@@ -381,6 +381,17 @@ static int check_unified(int rootfd, const char *mount, unsigned need, kiwi_err 
 			  mount, names, (miss & (miss - 1)) ? "s" : "", *avail ? avail : "none");
 }
 
+unsigned kiwi_cgroup_unavailable(unsigned need)
+{
+	char mount[PATH_MAX], avail[512];
+	if (find_mount(mount, sizeof(mount), NULL) < 0)
+		return need;
+	_cleanup_close_ int fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || read_at(fd, "cgroup.controllers", avail, sizeof(avail)) < 0)
+		return need;
+	return missing_in(avail, need);
+}
+
 static int delegation_error(kiwi_err *err, int errnum, const char *shown, const char *what)
 {
 	return kiwi_error(err, errnum, "cgroup",

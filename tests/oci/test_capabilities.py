@@ -63,3 +63,27 @@ def test_non_root_without_ambient_has_none_effective(rt, bundle):
     st = r.report()["status"]
     assert caps_of(st["CapEff"]) == set()
     assert caps_of(st["CapBnd"]) == {"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+
+
+def test_unknown_capability_skipped(rt, bundle):
+    """A name this kernel does not know (a config written for a newer one)
+    is skipped, as runc does; the known ones still apply."""
+    for s in ("bounding", "effective", "permitted"):
+        bundle.process["capabilities"][s].append("CAP_KIWI_NOT_A_CAPABILITY")
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    want = {"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+    assert caps_of(r.report()["status"]["CapEff"]) == want
+
+
+def test_exec_cap_adds_capability(rt, bundle):
+    """exec --cap adds a capability to the exec'd process; an unknown name
+    fails the exec."""
+    from test_lifecycle import waiting
+    cid, _ = waiting(rt, bundle)
+    r = rt.cmd("exec", "--cap", "CAP_SYS_ADMIN", cid, "/usr/local/bin/oci-probe", "report")
+    assert r.rc == 0, r
+    st = r.report()["status"]
+    assert "CAP_SYS_ADMIN" in caps_of(st["CapEff"]) and "CAP_SYS_ADMIN" in caps_of(st["CapBnd"])
+    r = rt.cmd("exec", "--cap", "CAP_KIWI_NOT_A_CAPABILITY", cid, "/usr/local/bin/oci-probe", "report")
+    assert r.rc != 0 and not r.lines, r

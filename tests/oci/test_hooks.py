@@ -113,3 +113,16 @@ def test_hook_timeout(rt, bundle):
     cid = rt.new_id()
     r = rt.create(cid, bundle.args("report"))
     assert r.rc != 0, r
+
+
+def test_hook_without_env_gets_runtime_env(rt, bundle, tmp_path, monkeypatch):
+    """A hook without `env` runs with the runtime's own environment (GPU and
+    network hooks rely on its PATH), as runc and crun run it."""
+    out = tmp_path / "env"
+    monkeypatch.setenv("KIWI_OCI_HOOK_MARK", "from-the-caller")
+    bundle.hooks()["prestart"] = [{"path": HOST_SH, "args": ["sh", "-c", f"env > {out}"]}]
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    env = out.read_text().splitlines()
+    assert "KIWI_OCI_HOOK_MARK=from-the-caller" in env, env
+    assert any(line.startswith("PATH=") for line in env), env

@@ -262,3 +262,28 @@ def test_version(rt):
     p = subprocess.run([rt.path, "--version"], capture_output=True, text=True,
                        timeout=CMD_TIMEOUT)
     assert p.returncode == 0 and p.stdout.strip(), p
+
+
+def test_global_options_any_order(rt):
+    """`--root DIR --version`: global flags before the command, in any order."""
+    p = subprocess.run([rt.path, "--root", str(rt.root), "--version"], capture_output=True,
+                       text=True, timeout=CMD_TIMEOUT)
+    assert p.returncode == 0 and p.stdout.strip(), p
+
+
+def test_checkpoint_unsupported_says_so(rt, bundle):
+    """A runtime that cannot checkpoint (no CRIU) fails with exit 1 and one
+    message, leaves the container running, and `features` does not claim
+    checkpointing."""
+    cid, pid = waiting(rt, bundle)
+    feats = json.loads(rt.cmd("features").out or "{}")
+    claimed = feats.get("annotations", {}).get("org.opencontainers.runc.checkpoint.enabled") == "true"
+    r = rt.cmd("checkpoint", "--image-path", str(bundle.path / "img"), cid)
+    if r.rc == 0:
+        assert claimed, f"checkpointed without claiming it in features: {r}"
+        return
+    assert r.rc == 1 and r.err.strip(), r
+    assert rt.state(cid)["status"] == "running"
+    assert os.path.exists(f"/proc/{pid}")
+    if rt.cmd("checkpoint", "--help").rc != 0:
+        assert not claimed, feats.get("annotations")

@@ -113,3 +113,28 @@ def test_systemd_cgroups_path_is_refused(oci):
     r = oci.cli("create", "-b", str(b), "sd")
     assert r.returncode == 1 and "systemd" in r.stderr and r.stderr.count("\n") == 1
     assert not list(oci.root.iterdir())
+
+
+@pytest.mark.parametrize("field, value, switch", [
+    ("pids", {"limit": 2048}, "--pids-limit 0"),
+    ("cpu", {"shares": 1024}, "--cpu-shares 0"),
+])
+def test_caller_default_is_named_where_unenforceable(oci, field, value, switch):
+    """containerd and podman write a pids limit and cpu shares nobody asked
+    for: where cgroup v2 lacks the controller (this hybrid host), the one
+    line names the field, its value and the caller's switch that turns it
+    off, and nothing is left behind."""
+    mount = cgroup2_mount()
+    ctl = "pids" if field == "pids" else "cpu"
+    if mount and ctl in controllers(mount):
+        pytest.skip(f"the {ctl} controller is in cgroup v2 here: the limit is enforced")
+    cfg = oci.spec(["true"])
+    cfg["linux"]["cgroupsPath"] = f"/kiwi-oci-test-{os.getpid()}/default"
+    cfg["linux"]["resources"] = {field: value}
+    r = oci.cli("create", "-b", str(oci.bundle(cfg)), "dflt")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    key = next(iter(value))
+    assert f"linux.resources.{field}.{key} {value[key]}" in r.stderr and switch in r.stderr, r.stderr
+    assert f"`{ctl}`" in r.stderr, r.stderr
+    assert not list(oci.root.iterdir())
+    assert not mount or not (mount / f"kiwi-oci-test-{os.getpid()}").exists()

@@ -375,3 +375,21 @@ def test_root_is_made_with_its_parents(oci):
     assert deep.is_dir() and not list(deep.iterdir())
     for d in (deep, deep.parent, deep.parent.parent):
         d.rmdir()
+
+
+def test_checkpoint_restore_say_unsupported(oci):
+    for cmd in ("checkpoint", "restore"):
+        r = oci.cli(cmd, "anything")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert "checkpoint/restore is not supported" in r.stderr, r.stderr
+    feats = json.loads(oci.cli("features", root=False, check=True).stdout)
+    assert "org.opencontainers.runc.checkpoint.enabled" not in feats.get("annotations", {})
+
+
+def test_rlimit_named_in_its_error(oci):
+    """A limit the kernel refuses is named as the config names it."""
+    cfg = oci.spec(["true"])
+    cfg["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 1 << 40, "hard": 1 << 40}]
+    r = oci.cli("run", "-b", str(oci.bundle(cfg)), "rl")
+    assert r.returncode != 0 and "RLIMIT_NOFILE" in r.stderr, r.stderr
+    assert "rlimit 7" not in r.stderr
