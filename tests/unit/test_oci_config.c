@@ -221,10 +221,23 @@ Test(oci_config, hooks)
 	cr_assert_not_null(c, "%s", e.msg);
 	cr_assert_eq(c->n_hooks[KIWI_OCI_HOOK_PRESTART], 1);
 	cr_assert_str_eq(c->hooks[KIWI_OCI_HOOK_PRESTART][0].argv[0], "/bin/a", "argv defaults to the path");
-	cr_assert_null(c->hooks[KIWI_OCI_HOOK_PRESTART][0].env[0]);
+	cr_assert_null(c->hooks[KIWI_OCI_HOOK_PRESTART][0].env, "no env: the runtime's own");
+	cr_assert_str_eq(c->hooks[KIWI_OCI_HOOK_POSTSTOP][0].env[0], "K=V");
 	cr_assert_str_eq(c->hooks[KIWI_OCI_HOOK_POSTSTOP][0].argv[1], "-x");
 	cr_assert_eq(c->hooks[KIWI_OCI_HOOK_POSTSTOP][0].timeout_s, 5);
 	cr_assert_eq(c->n_hooks[KIWI_OCI_HOOK_POSTSTART], 0);
+	kiwi_oci_config_free(c);
+}
+
+Test(oci_config, unknown_capability_is_skipped)
+{
+	kiwi_err e;
+	struct kiwi_oci_config *c = parse("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+					  "[\"x\"],\"capabilities\":{\"bounding\":[\"CAP_NOPE\",\"CAP_KILL\"]}}," LINUX_NS "}}", &e);
+	cr_assert_not_null(c, "%s", e.msg);
+	cr_assert_eq(c->n_unknown_caps, 1);
+	cr_assert_str_eq(c->unknown_caps[0], "CAP_NOPE");
+	cr_assert_eq(c->process.caps[KIWI_OCI_CAP_BOUNDING], 1ULL << 5);
 	kiwi_oci_config_free(c);
 }
 
@@ -250,8 +263,6 @@ Test(oci_config, refusals_name_the_field)
 		"process.cwd");
 	refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":[\"x\"],\"env\":[\"NOEQ\"]}," LINUX_NS "}}",
 		"KEY=VALUE");
-	refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":[\"x\"],"
-		"\"capabilities\":{\"bounding\":[\"CAP_NOPE\"]}}," LINUX_NS "}}", "unknown capability `CAP_NOPE`");
 	refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":[\"x\"],"
 		"\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"soft\":5,\"hard\":4}]}," LINUX_NS "}}", "soft is above hard");
 	refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":[\"x\"],"
