@@ -116,11 +116,12 @@ static int creation_hooks(const struct oci_init_args *a, kiwi_err *err)
 }
 
 /* After pivot_root: the process as config.json describes it. */
-static int become_process(const struct oci_init_args *a, char *prog, size_t len, kiwi_err *err)
+static int become_process(const struct oci_init_args *a, struct kiwi_mask_source *masks, char *prog, size_t len,
+			  kiwi_err *err)
 {
 	const struct kiwi_oci_config *cfg = a->cfg;
 	const struct kiwi_oci_process *p = &cfg->process;
-	if (kiwi_oci_finish_rootfs(cfg, err) < 0)
+	if (kiwi_oci_finish_rootfs(cfg, masks, err) < 0)
 		return -1;
 	if (p->has_oom_score_adj) {
 		char v[16];
@@ -189,6 +190,7 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *args)
 	kiwi_err err = { 0 };
 	struct kiwi_sync_msg m = { 0 };
 	_cleanup_close_ int rootfd = -1;
+	_cleanup_(kiwi_mount_mask_source_close) struct kiwi_mask_source masks = { .fd = -1 };
 	char prog[4096];
 
 	a.sock = move_above(a.sock, floor);
@@ -213,8 +215,10 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *args)
 	/* The parent opened the fifo (O_PATH); it is written through
 	 * /proc/self/fd after pivot_root. */
 	int fifo_path = a.fifo_path;
-	if (kiwi_oci_pivot(rootfd, a.cfg, &err) < 0 || become_process(&a, prog, sizeof(prog), &err) < 0)
+	if (kiwi_oci_pivot(rootfd, a.cfg, &masks, &err) < 0 ||
+	    become_process(&a, &masks, prog, sizeof(prog), &err) < 0)
 		goto fail;
+	kiwi_mount_mask_source_close(&masks);
 	if (a.console_sock >= 0)
 		close(a.console_sock);
 

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "kiwi/err.h"
+#include "kiwi/mount.h"
 #include "kiwi/oci_config.h"
 #include "kiwi/oci_runtime.h"
 
@@ -50,8 +51,10 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *a);
 /* rootfs.c, in the init, in its mount namespace. */
 int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootfs, bool in_userns,
 			    int *rootfd_out, kiwi_err *err);
-int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, kiwi_err *err);
-int kiwi_oci_finish_rootfs(const struct kiwi_oci_config *cfg, kiwi_err *err);
+/* pivot_root, having made the mask source (kiwi/mount.h) while the host's
+ * /dev is still in view; finish_rootfs masks with it. */
+int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, struct kiwi_mask_source *masks, kiwi_err *err);
+int kiwi_oci_finish_rootfs(const struct kiwi_oci_config *cfg, struct kiwi_mask_source *masks, kiwi_err *err);
 
 /* process.c: rlimits, user, capabilities, in the init. */
 int kiwi_oci_set_rlimits(const struct kiwi_oci_process *p, kiwi_err *err);

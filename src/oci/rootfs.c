@@ -24,50 +24,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static int open_in_root(int rootfd, const char *path, int flags)
-{
-	struct open_how how = {
-		.flags = (unsigned)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-}
-
-/* Opens path in the rootfs as O_PATH, creating what is missing: parents
- * as directories, the last component as a directory or an empty file. */
+/* Destinations follow the image's symlinks, inside the rootfs. */
 static int ensure_in_root(int rootfd, const char *path, bool dir, kiwi_err *err)
 {
-	int fd = open_in_root(rootfd, path, O_PATH);
-	if (fd >= 0 || errno != ENOENT) {
-		if (fd < 0)
-			return kiwi_error(err, errno, "mount", "cannot resolve `%s` in the rootfs", path);
-		return fd;
-	}
-	char buf[4096];
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return kiwi_error(err, ENAMETOOLONG, "mount", "`%s` is too long", path);
-	size_t len = strlen(buf);
-	while (len > 1 && buf[len - 1] == '/')
-		buf[--len] = '\0';
-	char *slash = strrchr(buf, '/');
-	const char *base = slash ? slash + 1 : buf;
-	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
-		return kiwi_error(err, EINVAL, "mount", "`%s` has no usable last component", path);
-	if (slash)
-		*slash = '\0';
-	_cleanup_close_ int parent = ensure_in_root(rootfd, slash && buf[0] ? buf : "/", true, err);
-	if (parent < 0)
-		return -1;
-	int r = dir ? mkdirat(parent, base, 0755)
-		    : openat(parent, base, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (r < 0 && errno != EEXIST)
-		return kiwi_error(err, errno, "mount", "cannot create `%s` in the rootfs", path);
-	if (!dir && r >= 0)
-		close(r);
-	fd = open_in_root(rootfd, path, O_PATH);
-	if (fd < 0)
-		return kiwi_error(err, errno, "mount", "cannot resolve `%s` in the rootfs", path);
-	return fd;
+	return kiwi_mount_ensure(rootfd, path, KIWI_ENSURE_FOLLOW | (dir ? KIWI_ENSURE_DIR : 0), "destination", err);
 }
 
 static int attach(int mnt, int target, const char *dest, kiwi_err *err)
@@ -164,10 +124,11 @@ static int mount_fs(int rootfd, const struct kiwi_oci_mount *m, kiwi_err *err)
 }
 
 /* /dev/null & co: binds of the host's nodes, which work in a user
- * namespace too, where mknod does not. */
+ * namespace too, where mknod does not. Over a node the image has (inert:
+ * the root is nodev) or an empty file made here; a symlink in the image's
+ * /dev is refused, never followed (kiwi/mount.h). */
 static int default_devices(int rootfd, kiwi_err *err)
 {
-	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const links[][2] = {
 		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" }, { "stdout", "/proc/self/fd/1" },
 		{ "stderr", "/proc/self/fd/2" }, { "ptmx", "pts/ptmx" }, { "core", "/proc/kcore" },
@@ -178,10 +139,8 @@ static int default_devices(int rootfd, kiwi_err *err)
 	_cleanup_close_ int devdir = openat(dev, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (devdir < 0)
 		return kiwi_error(err, errno, "mount", "cannot open the container's /dev");
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(nodes); i++)
-		if (faccessat(devdir, nodes[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
-		    kiwi_mount_bind_host_node(devdir, nodes[i], err) < 0)
-			return -1;
+	if (kiwi_mount_host_nodes(devdir, err) < 0)
+		return -1;
 	/* /dev/core only where runc puts it, and only as a link. */
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(links) - 1; i++)
 		if (symlinkat(links[i][1], devdir, links[i][0]) < 0 && errno != EEXIST)
@@ -222,6 +181,11 @@ static int add_device(int rootfd, const struct kiwi_oci_device *d, bool in_usern
 	_cleanup_close_ int tree = bind_tree(d->path, false, err);
 	if (tree < 0)
 		return -1;
+	/* The host's inode: the container uses the device, never changes its
+	 * mode or owner (device I/O ignores the read-only flag). */
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0)
+		return kiwi_error(err, errno, "devices", "cannot make the bind of `%s` read-only", d->path);
 	target = openat(pdir, base, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (target >= 0)
 		close(target);
@@ -266,8 +230,12 @@ int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootf
 	return 0;
 }
 
-int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, kiwi_err *err)
+int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, struct kiwi_mask_source *masks, kiwi_err *err)
 {
+	/* Made while the host's /dev is in view: after pivot_root, /dev/null
+	 * would be the image's, which may be a symlink to anything. */
+	if (cfg->n_masked_paths && kiwi_mount_mask_source(masks, err) < 0)
+		return -1;
 	/* Device nodes in the image are inert (see the top of this file). */
 	return kiwi_mount_pivot(rootfd, MOUNT_ATTR_NODEV | (cfg->root_readonly ? MOUNT_ATTR_RDONLY : 0), err);
 }
@@ -290,13 +258,13 @@ static int write_sysctl(const char *key, const char *value, kiwi_err *err)
 
 /* After pivot_root: sysctls (while /proc/sys is still writable), then
  * the masked and read-only paths. */
-int kiwi_oci_finish_rootfs(const struct kiwi_oci_config *cfg, kiwi_err *err)
+int kiwi_oci_finish_rootfs(const struct kiwi_oci_config *cfg, struct kiwi_mask_source *masks, kiwi_err *err)
 {
 	for (size_t i = 0; i < cfg->n_sysctl; i++)
 		if (write_sysctl(cfg->sysctl[2 * i], cfg->sysctl[2 * i + 1], err) < 0)
 			return -1;
 	for (size_t i = 0; i < cfg->n_masked_paths; i++)
-		if (kiwi_mount_mask(AT_FDCWD, cfg->masked_paths[i], err) < 0)
+		if (kiwi_mount_mask(AT_FDCWD, cfg->masked_paths[i], masks, err) < 0)
 			return -1;
 	for (size_t i = 0; i < cfg->n_readonly_paths; i++)
 		if (kiwi_mount_make_readonly(AT_FDCWD, cfg->readonly_paths[i], err) < 0)

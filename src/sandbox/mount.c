@@ -4,69 +4,95 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* Resolves path (absolute or relative, meaning the same) inside the rootfs:
- * ".." stops at the rootfs root, and any symlink on the way is refused
- * (ELOOP), so nothing the image contains can point a mount elsewhere. */
-static int open_in_root(int rootfd, const char *path, int flags)
+ * ".." stops at the rootfs root. Symlinks on the way are followed inside
+ * the rootfs with KIWI_ENSURE_FOLLOW (the OCI runtime's destinations), and
+ * refused (ELOOP) otherwise, so nothing the image contains can point a
+ * mount elsewhere. */
+static int open_in_root(int rootfd, const char *path, unsigned flags, int oflags)
 {
 	struct open_how how = {
-		.flags = (unsigned)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		.flags = (unsigned)(oflags | O_CLOEXEC),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+			   (flags & KIWI_ENSURE_FOLLOW ? 0 : RESOLVE_NO_SYMLINKS),
 	};
 	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
 }
 
-/* Opens path inside the rootfs as an O_PATH fd, creating it (and missing
- * parents as directories) when absent: a directory or an empty file. */
-static int ensure_in_root(int rootfd, const char *path, bool dir, const char *what, kiwi_err *err)
+static int resolve_error(const char *what, const char *path, kiwi_err *err)
 {
-	int fd = open_in_root(rootfd, path, O_PATH);
-	if (fd >= 0)
-		return fd;
 	if (errno == ELOOP)
 		return kiwi_error(err, ELOOP, "mount",
 				  "%s `%s` passes through a symlink in the rootfs; name the real path", what, path);
-	if (errno != ENOENT)
-		return kiwi_error(err, errno, "mount", "cannot resolve %s `%s` in the rootfs", what, path);
+	return kiwi_error(err, errno, "mount", "cannot resolve %s `%s` in the rootfs", what, path);
+}
 
-	char buf[4096];
+/* Creates name below parent: a directory, or an empty file that is never
+ * a symlink's target. One already there is fine. */
+static int create_below(int parent, const char *name, bool dir)
+{
+	int r = dir ? mkdirat(parent, name, 0755)
+		    : openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (r < 0)
+		return errno == EEXIST ? 0 : -1;
+	if (!dir)
+		close(r);
+	return 0;
+}
+
+int kiwi_mount_ensure(int rootfd, const char *path, unsigned flags, const char *what, kiwi_err *err)
+{
+	int fd = open_in_root(rootfd, path, flags, O_PATH);
+	if (fd >= 0 || errno != ENOENT)
+		return fd >= 0 ? fd : resolve_error(what, path, err);
+	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return kiwi_error(err, ENAMETOOLONG, "mount", "%s `%s` is too long", what, path);
 	size_t len = strlen(buf);
 	while (len > 1 && buf[len - 1] == '/')
 		buf[--len] = '\0';
-	/* Inside the root "a/b" and "/a/b" name the same place. */
-	char *slash = strrchr(buf, '/');
-	const char *base = slash ? slash + 1 : buf;
-	const char *parent = "/";
-	if (slash) {
-		*slash = '\0';
-		if (buf[0])
-			parent = buf;
+	if (!len)
+		return kiwi_error(err, EINVAL, "mount", "%s is empty", what);
+	/* One prefix at a time, in a loop: a destination of thousands of
+	 * components once recursed that deep and overflowed pid 1's stack.
+	 * Each prefix is resolved from the root again (".." and, when
+	 * followed, symlinks mean what they mean there); what is missing is
+	 * created below the prefix before it. */
+	_cleanup_close_ int parent = open_in_root(rootfd, "/", flags, O_PATH);
+	if (parent < 0)
+		return resolve_error(what, "/", err);
+	for (size_t end = 0; end < len;) {
+		size_t start = end + strspn(buf + end, "/");
+		if (start == len)
+			break;
+		end = start + strcspn(buf + start, "/");
+		char saved = buf[end];
+		buf[end] = '\0';
+		fd = open_in_root(rootfd, buf, flags, O_PATH);
+		if (fd < 0 && errno == ENOENT) {
+			if (create_below(parent, buf + start, end < len || (flags & KIWI_ENSURE_DIR)) < 0) {
+				kiwi_error(err, errno, "mount", "cannot create %s `%s` in the rootfs", what, path);
+				return -1;
+			}
+			fd = open_in_root(rootfd, buf, flags, O_PATH);
+		}
+		buf[end] = saved;
+		if (fd < 0)
+			return resolve_error(what, path, err);
+		close(parent);
+		parent = fd;
 	}
-	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
-		return kiwi_error(err, EINVAL, "mount", "%s `%s` has no usable last component", what, path);
-	_cleanup_close_ int parentfd = ensure_in_root(rootfd, parent, true, what, err);
-	if (parentfd < 0)
-		return -1;
-	int r = dir ? mkdirat(parentfd, base, 0755)
-		    : openat(parentfd, base, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (r < 0 && errno != EEXIST)
-		return kiwi_error(err, errno, "mount", "cannot create %s `%s` in the rootfs", what, path);
-	if (!dir && r >= 0)
-		close(r);
-	fd = open_in_root(rootfd, path, O_PATH);
-	if (fd < 0)
-		return kiwi_error(err, errno, "mount", "cannot resolve %s `%s` in the rootfs", what, path);
-	return fd;
+	return TAKE_FD(parent);
 }
 
 /* A new, still detached, filesystem instance; opts are key/value pairs. */
@@ -99,7 +125,7 @@ static int attach(int mntfd, int dirfd, const char *name, const char *what, kiwi
 static int mount_fs_at(int rootfd, const char *path, const char *fstype, const char *const *opts,
 		       unsigned attrs, kiwi_err *err)
 {
-	_cleanup_close_ int target = ensure_in_root(rootfd, path, true, "mount point", err);
+	_cleanup_close_ int target = kiwi_mount_ensure(rootfd, path, KIWI_ENSURE_DIR, "mount point", err);
 	if (target < 0)
 		return -1;
 	_cleanup_close_ int mfd = new_fs(fstype, opts, attrs, err);
@@ -108,28 +134,91 @@ static int mount_fs_at(int rootfd, const char *path, const char *fstype, const c
 	return attach(mfd, target, "", path, err);
 }
 
-int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err)
+/* The host's nodes that a sandbox gets, and what each must be. */
+static const struct host_node {
+	const char *name;
+	unsigned major, minor;
+} host_nodes[] = {
+	{ "null", 1, 3 }, { "zero", 1, 5 }, { "full", 1, 7 },
+	{ "random", 1, 8 }, { "urandom", 1, 9 }, { "tty", 5, 0 },
+};
+
+/* A detached bind of the host's /dev/<n->name>, checked to be that
+ * device and read-only: I/O on a device ignores the mount's flag, but
+ * chmod, chown and utime of the host's inode, which a root caller's
+ * sandbox owns, do not. */
+static int clone_host_node(const struct host_node *n, kiwi_err *err)
 {
 	char host[64];
-	snprintf(host, sizeof(host), "/dev/%s", name);
-	int fd = openat(devfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-	if (fd < 0)
-		return kiwi_error(err, errno, "mount", "cannot create /dev/%s", name);
-	close(fd);
+	snprintf(host, sizeof(host), "/dev/%s", n->name);
 	_cleanup_close_ int tree = open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return kiwi_error(err, errno, "mount", "cannot clone the host's `%s`", host);
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
+	struct stat st;
+	if (fstat(tree, &st) < 0)
+		return kiwi_error(err, errno, "mount", "cannot stat the host's `%s`", host);
+	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != n->major || minor(st.st_rdev) != n->minor)
+		return kiwi_error(err, ENODEV, "mount", "the host's `%s` is not the character device %u:%u",
+				  host, n->major, n->minor);
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return kiwi_error(err, errno, "mount", "cannot restrict the host's `%s`", host);
-	return attach(tree, devfd, name, host, err);
+	return TAKE_FD(tree);
+}
+
+/* The node's mount point below devfd: an empty file made here, or what
+ * the image has there if that is a file or a device (inert: the image is
+ * nodev). A symlink is never followed: /dev/null -> a procfs file would
+ * put that file where the sandbox writes without a second thought. */
+static int node_mount_point(int devfd, const char *name, kiwi_err *err)
+{
+	if (create_below(devfd, name, false) < 0)
+		return kiwi_error(err, errno, "mount", "cannot create /dev/%s", name);
+	_cleanup_close_ int fd = openat(devfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, "mount", "cannot open /dev/%s", name);
+	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+		return kiwi_error(err, S_ISLNK(st.st_mode) ? ELOOP : EEXIST, "mount",
+				  "the image's /dev/%s is %s, not a device node: it is never followed nor "
+				  "used (remove it from the image, or mount a tmpfs on /dev)",
+				  name, S_ISLNK(st.st_mode) ? "a symlink" : "neither a file nor a device");
+	return TAKE_FD(fd);
+}
+
+int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err)
+{
+	const struct host_node *n = NULL;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(host_nodes); i++)
+		if (!strcmp(host_nodes[i].name, name))
+			n = &host_nodes[i];
+	if (!n)
+		return kiwi_error(err, EINVAL, "mount", "/dev/%s is not a node kiwi-run binds", name);
+	/* A mount of its own there is the caller's (an OCI bind): theirs. */
+	struct statx stx;
+	if (statx(devfd, name, AT_SYMLINK_NOFOLLOW, 0, &stx) == 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	_cleanup_close_ int target = node_mount_point(devfd, name, err);
+	if (target < 0)
+		return -1;
+	_cleanup_close_ int tree = clone_host_node(n, err);
+	if (tree < 0)
+		return -1;
+	return attach(tree, target, "", name, err);
+}
+
+int kiwi_mount_host_nodes(int devfd, kiwi_err *err)
+{
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(host_nodes); i++)
+		if (kiwi_mount_bind_host_node(devfd, host_nodes[i].name, err) < 0)
+			return -1;
+	return 0;
 }
 
 /* A /dev of our own: a small tmpfs holding binds of the harmless host
  * nodes, a private devpts instance and /dev/shm; read-only afterwards. */
 static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 {
-	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
 	static const char *const dev_opts[] = { "mode", "0755", "size", "256k", NULL };
 	/* Every devpts mount is a new instance since Linux 4.7. No gid=: a
 	 * slave gets its opener's gid (pid 1's, 0 inside), while the host's
@@ -143,15 +232,14 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
 		{ "ptmx", "pts/ptmx" },
 	};
-	_cleanup_close_ int target = ensure_in_root(rootfd, "/dev", true, "mount point", err);
+	_cleanup_close_ int target = kiwi_mount_ensure(rootfd, "/dev", KIWI_ENSURE_DIR, "mount point", err);
 	if (target < 0)
 		return -1;
 	_cleanup_close_ int dev = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
 	if (dev < 0 || attach(dev, target, "", "/dev", err) < 0)
 		return -1;
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(nodes); i++)
-		if (kiwi_mount_bind_host_node(dev, nodes[i], err) < 0)
-			return -1;
+	if (kiwi_mount_host_nodes(dev, err) < 0)
+		return -1;
 	if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
 		return kiwi_error(err, errno, "mount", "cannot create /dev/pts or /dev/shm");
 	_cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
@@ -184,7 +272,8 @@ static int mount_bind(int rootfd, const struct kiwi_bind *b, kiwi_err *err)
 	struct stat st;
 	if (fstat(tree, &st) < 0)
 		return kiwi_error(err, errno, "bind", "cannot stat bind source `%s`", b->source);
-	_cleanup_close_ int target = ensure_in_root(rootfd, b->dest, S_ISDIR(st.st_mode), "bind destination", err);
+	_cleanup_close_ int target = kiwi_mount_ensure(rootfd, b->dest, S_ISDIR(st.st_mode) ? KIWI_ENSURE_DIR : 0,
+							 "bind destination", err);
 	if (target < 0) {
 		snprintf(err->step, sizeof(err->step), "bind");
 		return -1;
@@ -231,21 +320,50 @@ int kiwi_mount_make_readonly(int mntfd, const char *name, kiwi_err *err)
 	return attach(tree, mntfd, name, name, err);
 }
 
-/* Hides name below mntfd: an empty read-only tmpfs over a directory, the
- * null device over a file. Each directory gets a tmpfs of its own: before
- * Linux 6.5 a detached mount cannot be cloned, so one cannot be shared. */
-int kiwi_mount_mask(int mntfd, const char *name, kiwi_err *err)
+int kiwi_mount_mask_source(struct kiwi_mask_source *src, kiwi_err *err)
+{
+	src->attached = false;
+	src->fd = clone_host_node(&host_nodes[0], err);
+	return src->fd < 0 ? -1 : 0;
+}
+
+void kiwi_mount_mask_source_close(struct kiwi_mask_source *src)
+{
+	if (src->fd >= 0)
+		close(src->fd);
+	src->fd = -1;
+}
+
+/* Before Linux 6.5 a detached mount cannot be cloned: the source is
+ * attached over the first file masked, and each later mask is a clone of
+ * that mount, which then is in our namespace. */
+static int mask_file(int mntfd, const char *name, struct kiwi_mask_source *src, kiwi_err *err)
+{
+	if (!src->attached) {
+		if (attach(src->fd, mntfd, name, name, err) < 0)
+			return -1;
+		src->attached = true;
+		return 0;
+	}
+	_cleanup_close_ int tree = open_tree(src->fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return kiwi_error(err, errno, "mount", "cannot make a mask for `%s`", name);
+	return attach(tree, mntfd, name, name, err);
+}
+
+/* Each directory gets a tmpfs of its own, for the same reason. */
+int kiwi_mount_mask(int mntfd, const char *name, struct kiwi_mask_source *src, kiwi_err *err)
 {
 	static const char *const empty_opts[] = { "size", "0", "mode", "0555", NULL };
 	struct stat st;
 	if (fstatat(mntfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : kiwi_error(err, errno, "mount", "cannot stat `%s`", name);
-	_cleanup_close_ int tree = S_ISDIR(st.st_mode)
-		? new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-			 MOUNT_ATTR_NOEXEC, err)
-		: open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (!S_ISDIR(st.st_mode))
+		return mask_file(mntfd, name, src, err);
+	_cleanup_close_ int tree = new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					  MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
 	if (tree < 0)
-		return kiwi_error(err, errno, "mount", "cannot make a mask for `%s`", name);
+		return -1;
 	return attach(tree, mntfd, name, name, err);
 }
 
@@ -255,6 +373,7 @@ int kiwi_mount_mask(int mntfd, const char *name, kiwi_err *err)
  * in every mode, as bubblewrap and the OCI defaults do. */
 static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 {
+	_cleanup_(kiwi_mount_mask_source_close) struct kiwi_mask_source src = { .fd = -1 };
 	static const char *const proc_readonly[] = { "sys", "sysrq-trigger", "irq", "bus", "fs" };
 	/* Besides what reveals the host outright, every file root alone may
 	 * read (mode 0400): a root caller's sandbox owns them, and slabinfo,
@@ -265,13 +384,15 @@ static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 		"acpi", "scsi", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "config.gz",
 		"slabinfo", "vmallocinfo", "pagetypeinfo", "kallsyms", "modules", "iomem", "ioports",
 	};
+	if (kiwi_mount_mask_source(&src, err) < 0)
+		return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_readonly); i++)
 		if (kiwi_mount_make_readonly(proc, proc_readonly[i], err) < 0)
 			return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(proc_masked); i++)
-		if (kiwi_mount_mask(proc, proc_masked[i], err) < 0)
+		if (kiwi_mount_mask(proc, proc_masked[i], &src, err) < 0)
 			return -1;
-	return sys >= 0 ? kiwi_mount_mask(sys, "firmware", err) : 0;
+	return sys >= 0 ? kiwi_mount_mask(sys, "firmware", &src, err) : 0;
 }
 
 /* A fresh procfs and a read-only sysfs. Both must be mounted while the
@@ -281,7 +402,7 @@ static int harden_proc_and_sys(int proc, int sys, kiwi_err *err)
 static int mount_proc_and_sys(int rootfd, kiwi_err *err)
 {
 	const unsigned hardened = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	_cleanup_close_ int proc_target = ensure_in_root(rootfd, "/proc", true, "mount point", err);
+	_cleanup_close_ int proc_target = kiwi_mount_ensure(rootfd, "/proc", KIWI_ENSURE_DIR, "mount point", err);
 	if (proc_target < 0)
 		return -1;
 	_cleanup_close_ int proc = new_fs("proc", NULL, hardened, err);
@@ -289,7 +410,7 @@ static int mount_proc_and_sys(int rootfd, kiwi_err *err)
 		return -1;
 	_cleanup_close_ int sys = new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, NULL);
 	if (sys >= 0) {
-		_cleanup_close_ int target = ensure_in_root(rootfd, "/sys", true, "mount point", err);
+		_cleanup_close_ int target = kiwi_mount_ensure(rootfd, "/sys", KIWI_ENSURE_DIR, "mount point", err);
 		if (target < 0 || attach(sys, target, "", "/sys", err) < 0)
 			return -1;
 	}

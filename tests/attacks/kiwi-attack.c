@@ -758,6 +758,60 @@ static int cmd_swap(int argc, char **argv)
 	return 0;
 }
 
+/* inode PATH...: each path's type and numbers ("c 1:3", "f 0:0"), then
+ * its inode's metadata changed to what it already is (so that a success
+ * harms nothing, but still moves ctime): chmod, chown and utime. For
+ * device nodes and masks, which are the host's inodes, each must fail. */
+static int cmd_inode(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		char step[300];
+		struct stat st;
+		if (stat(argv[i], &st) < 0) {
+			snprintf(step, sizeof(step), "%s stat", argv[i]);
+			report(step, -1, errno, NULL);
+			continue;
+		}
+		char note[64];
+		snprintf(note, sizeof(note), "%s %u:%u", S_ISCHR(st.st_mode) ? "c" : S_ISREG(st.st_mode) ? "f" : "other",
+			 major(st.st_rdev), minor(st.st_rdev));
+		snprintf(step, sizeof(step), "%s stat", argv[i]);
+		report(step, 0, 0, note);
+		snprintf(step, sizeof(step), "%s chmod", argv[i]);
+		TRY(step, chmod(argv[i], st.st_mode & 07777), NULL);
+		snprintf(step, sizeof(step), "%s chown", argv[i]);
+		TRY(step, chown(argv[i], st.st_uid, st.st_gid), NULL);
+		snprintf(step, sizeof(step), "%s utime", argv[i]);
+		struct timespec times[2] = { st.st_atim, st.st_mtim };
+		TRY(step, utimensat(AT_FDCWD, argv[i], times, 0), NULL);
+	}
+	return 0;
+}
+
+/* pid 1's command line, read before main(): what the command could see
+ * at its first instruction. */
+static char first_cmdline[4096];
+static ssize_t first_cmdline_len = -1;
+
+__attribute__((constructor)) static void read_first_cmdline(void)
+{
+	int fd = open("/proc/1/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		first_cmdline_len = read(fd, first_cmdline, sizeof(first_cmdline) - 1);
+		close(fd);
+	}
+}
+
+/* cmdline: pid 1's arguments as read before main(), NULs shown as spaces. */
+static int cmd_cmdline(void)
+{
+	for (ssize_t i = 0; i < first_cmdline_len; i++)
+		if (!first_cmdline[i])
+			first_cmdline[i] = ' ';
+	report("pid1-cmdline", first_cmdline_len, errno, first_cmdline);
+	return 0;
+}
+
 /* create PATH...: creates each path; under --landlock the ones
  * outside the allowed set must fail with EACCES. */
 static int cmd_create(int argc, char **argv)
@@ -786,7 +840,8 @@ static const struct command commands[] = {
 	{ "suid", cmd_suid, NULL },         { "ro-root", NULL, cmd_ro_root },
 	{ "compat", NULL, cmd_compat },     { "swap", cmd_swap, NULL },
 	{ "create", cmd_create, NULL },     { "reach-host", cmd_reach_host, NULL },
-	{ "devices", cmd_devices, NULL },
+	{ "devices", cmd_devices, NULL },   { "inode", cmd_inode, NULL },
+	{ "cmdline", NULL, cmd_cmdline },
 };
 
 int main(int argc, char **argv)
