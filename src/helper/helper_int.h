@@ -12,6 +12,15 @@
 #include "kiwi/err.h"
 #include "kiwi/helper.h"
 
+/* ---- inherit.c ---- */
+
+/* Every resource limit, signal disposition and the mask, the scheduling
+ * policy, nice value, util clamps, I/O priority and CPU affinity, the
+ * session, oom_score_adj, personality, timer slack and the prctl flags a
+ * caller may have set, umask and cwd: set to our own values. As root,
+ * first thing after the caller is known. */
+int helper_reset_inherited(kiwi_err *err);
+
 /* ---- privs.c ---- */
 
 /* Capability bits (1ull << CAP_*) each operation needs. */

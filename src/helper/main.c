@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kiwi-helper: the setuid-root helper (kiwi-helper(8)). This file is the
  * start, in the order that matters: not dumpable, --version, no
- * environment, sane fds, the caller, the socket, the admin config and the
- * quota (as root), then the one drop to the caller's uid with only the
+ * environment, sane fds, the caller, what it left us set to our own
+ * values (inherit.c), the socket, the admin config and the quota (as
+ * root), then the one drop to the caller's uid with only the
  * capabilities its allowed operations need. serve.c takes it from there. */
 #include "serve.h"
 #include "kiwi/cleanup.h"
@@ -34,15 +35,6 @@ static void ensure_stdio(void)
 	for (int fd = 0; fd < 3; fd++)
 		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
 			_exit(1);
-}
-
-/* Terminal signals reach a whole process group without any permission
- * check: a Ctrl-C meant for kiwi-run must not end us before we clean up. */
-static void ignore_signals(void)
-{
-	static const int sigs[] = { SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE };
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(sigs); i++)
-		signal(sigs[i], SIG_IGN);
 }
 
 static int check_socket(uid_t uid, kiwi_err *err)
@@ -152,6 +144,12 @@ static int start(struct helper_session *s, kiwi_err *err)
 						       "(chown root kiwi-helper; chmod 4755 kiwi-helper)");
 	if (s->uid == 0)
 		return kiwi_error(err, EPERM, "setup", "root needs no helper: kiwi-run does it all itself");
+	if (helper_reset_inherited(err) < 0)
+		return -1;
+	/* Root's group too, until the drop: what we create (the quota's
+	 * files) is root:root, never the caller's group. */
+	if (setresgid(-1, 0, -1) < 0)
+		return kiwi_error(err, errno, "setresgid", "cannot take gid 0");
 	if (check_socket(s->uid, err) < 0)
 		return -1;
 	/* Nothing else the caller left open reaches the privileged part. */
@@ -184,11 +182,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	clearenv();
-	/* The caller's umask would decide the modes of what we create in
-	 * /run/kiwi (a 077 one: name files the sandbox cannot read). */
-	umask(022);
 	ensure_stdio();
-	ignore_signals();
 	struct helper_session s = HELPER_SESSION_INIT;
 	kiwi_err err = { 0 };
 	if (start(&s, &err) < 0) {

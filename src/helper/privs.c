@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kiwi-helper's privileges. The scheme (kiwi-helper(8), SECURITY):
  *   exec (setuid): ruid = caller, euid = suid = 0, every capability
- *   read the config and take the quota slot as root, then once, for good:
- *   ruid = suid = 0, euid = fsuid = the caller, and only the capabilities
+ *   read the config and take the quota slot as root (egid 0), then once,
+ *   for good: ruid = suid = 0, euid = fsuid = the caller (gids: the
+ *   caller's, saved 0), and only the capabilities
  *   the caller's allowed operations need (CAP_SETUID/CAP_SETGID for id
  *   maps, CAP_NET_ADMIN for the veth and the table, CAP_CHOWN to hand a
  *   cgroup over).
@@ -24,6 +25,7 @@
 #define BIT(c) (1ull << (c))
 
 static uid_t caller_uid = (uid_t)-1;   /* set once, by helper_drop_to_caller() */
+static gid_t caller_gid = (gid_t)-1;
 static uint64_t held;                  /* the permitted set now */
 
 /* Held but never effective outside helper_override_begin/end. */
@@ -103,12 +105,16 @@ int helper_drop_to_caller(uid_t uid, gid_t gid, uint64_t caps, kiwi_err *err)
 		return -1;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		return kiwi_error(err, errno, "caps", "cannot clear the ambient set");
-	/* The caller's groups stay: files are opened with its rights. */
-	if (setresgid(gid, gid, gid) < 0)
+	/* The caller's groups stay: files are opened with its rights. The
+	 * saved gid stays 0, so that helper_root_begin() can take gid 0
+	 * back with euid 0 and what we make in root's directories is
+	 * root:root (gids give no right to signal or ptrace us). */
+	if (setresgid(gid, gid, 0) < 0)
 		return kiwi_error(err, errno, "setresgid", "cannot take the caller's gid %u", (unsigned)gid);
 	if (setresuid(0, uid, 0) < 0)
 		return kiwi_error(err, errno, "setresuid", "cannot take the caller's uid %u", (unsigned)uid);
 	caller_uid = uid;
+	caller_gid = gid;
 	if (hold_caps(caps, err) < 0)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -150,12 +156,16 @@ int helper_root_begin(kiwi_err *err)
 {
 	if (setresuid(-1, 0, -1) < 0)
 		return kiwi_error(err, errno, "setresuid", "cannot become root again");
+	if (setresgid(-1, 0, -1) < 0) {
+		helper_root_end();
+		return kiwi_error(err, errno, "setresgid", "cannot take gid 0 again");
+	}
 	return 0;
 }
 
 void helper_root_end(void)
 {
 	/* Back to the caller; failing here would leave us root: stop. */
-	if (caller_uid == (uid_t)-1 || setresuid(-1, caller_uid, -1) < 0)
+	if (caller_uid == (uid_t)-1 || setresgid(-1, caller_gid, -1) < 0 || setresuid(-1, caller_uid, -1) < 0)
 		_exit(125);
 }

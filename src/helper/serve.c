@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct message {
@@ -223,6 +224,24 @@ static void handle(struct helper_session *s, struct message *m)
 		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex, res.cgroup);
 }
 
+/* kiwi-run sends at most five requests per session and each costs
+ * milliseconds; a caller that keeps the helper busy past this (malformed
+ * requests included) loses the session rather than our time. The CPU
+ * bound is loose for the VM lane's emulated CPU. */
+#define MAX_REQUESTS 64
+#define MAX_CPU_NS (10ll * 1000 * 1000 * 1000)
+
+static int check_budget(struct helper_session *s, kiwi_err *err)
+{
+	struct timespec t = { 0 };
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	if (++s->requests > MAX_REQUESTS || (long long)t.tv_sec * 1000000000 + t.tv_nsec > MAX_CPU_NS)
+		return kiwi_error(err, EDQUOT, "budget", "this session's budget (%d requests, %lld s of CPU) is spent: "
+				  "the helper tears the sandbox's network and cgroup down and exits", MAX_REQUESTS,
+				  MAX_CPU_NS / 1000000000);
+	return 0;
+}
+
 int helper_serve(struct helper_session *s)
 {
 	static struct message m;
@@ -248,6 +267,11 @@ int helper_serve(struct helper_session *s)
 		int r = receive(&m, &err);
 		if (r == 0)
 			break;
+		if (check_budget(s, &err) < 0) {
+			close_fds(&m);
+			helper_answer_error(KIWI_HELPER_FD, &err);
+			break;
+		}
 		if (r < 0) {
 			close_fds(&m);
 			helper_answer_error(KIWI_HELPER_FD, &err);

@@ -20,6 +20,7 @@ struct helper_session {
 	bool attached;
 	struct kiwi_cgroup *cg;            /* cgroup-prepare's, removed at the end */
 	bool sandbox_ended;                /* its pidfd polled readable */
+	unsigned requests;                 /* received, malformed ones too */
 };
 
 #define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT }

@@ -11,8 +11,10 @@ and network namespace, waiting), and the fds it sends.
 import ctypes
 import json
 import os
+import resource
 import signal
 import socket
+import struct
 import sys
 
 CLONE_NEWUSER = 0x10000000
@@ -21,6 +23,24 @@ PTRACE_ATTACH = 16
 PTRACE_SEIZE = 0x4206
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+
+
+def deny_write():
+    """A seccomp filter: write(2) fails with EIO, all else allowed. An
+    unprivileged process may load one only with no_new_privs set."""
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    ld_nr, jeq, ret = 0x20, 0x15, 0x06
+    insns = [(ld_nr, 0, 0, 0), (jeq, 0, 1, 1),   # nr == __NR_write (x86_64: 1)?
+             (ret, 0, 0, 0x00050000 | 5),        # SECCOMP_RET_ERRNO | EIO
+             (ret, 0, 0, 0x7fff0000)]            # SECCOMP_RET_ALLOW
+    prog = b"".join(struct.pack("HBBI", *i) for i in insns)
+    buf = ctypes.create_string_buffer(prog)
+    fprog = struct.pack("HxxxxxxQ", len(insns), ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+                                                                  ctypes.addressof(fbuf), 0, 0):
+        os._exit(126)
 
 
 class Caller:
@@ -32,7 +52,10 @@ class Caller:
         self.saved = {}       # name -> fd
 
     # -- the helper --
-    def start(self, env=None, argv=None):
+    def start(self, env=None, argv=None, rlimits=None, nice=0, sched_idle=False, seccomp_write=False):
+        """The helper, exec'd with what a hostile caller can set first:
+        resource limits {"CPU": [soft, hard], ...} (hard None: as it is), a nice value, the
+        SCHED_IDLE policy, a seccomp filter making write(2) fail."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
@@ -42,6 +65,15 @@ class Caller:
                 os.dup2(null, 1)
                 os.dup2(theirs.fileno(), 3, inheritable=True)
                 os.closerange(4, 1024)
+                if nice:
+                    os.nice(nice)
+                if sched_idle:
+                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                for name, (soft, hard) in (rlimits or {}).items():
+                    res = getattr(resource, f"RLIMIT_{name}")
+                    resource.setrlimit(res, (soft, resource.getrlimit(res)[1] if hard is None else hard))
+                if seccomp_write:
+                    deny_write()
                 os.execve(self.helper, [self.helper] + (argv or []), env or {})
             finally:
                 os._exit(127)

@@ -32,6 +32,7 @@ BUILD = REPO / "build"
 USERS = ("kiwi-test", "kiwi-test2")
 PYTHON = "/usr/bin/python3"
 sys.path.insert(0, str(REPO / "tests" / "net"))
+from fakenet import World, leftovers  # noqa: E402
 
 
 def pytest_sessionstart(session):
@@ -262,3 +263,53 @@ def stale_pidfd_of_a_reused_pid(c):
             return new
         c.call("end_sandbox", sid=new["id"])
     pytest.skip("could not get the pid reused (a busy machine took it each time)")
+
+
+# ---- egress: a caller in the fake world of tests/net ----
+
+@pytest.fixture(scope="module")
+def world():
+    if not shutil.which("ip") or not shutil.which("nft"):
+        pytest.skip("needs iproute2 and nftables (test tooling): apt-get install iproute2 nftables")
+    w = World(f"kwh{os.getpid() % 100000}")
+    with w:
+        yield w
+
+
+@pytest.fixture
+def in_world(world, clients):
+    """A caller in the world's host namespace."""
+    def make(user="kiwi-test"):
+        return clients(user, prefix=("ip", "netns", "exec", world.host))
+    yield make
+    veths, tables = leftovers(world.host)
+    assert not veths and not tables, f"left behind: veths {veths}, tables {tables}"
+
+
+PUBLIC = {"op": "egress-prepare", "egress": "public_internet", "allow-cidr": ["192.0.2.0/24"]}
+
+
+def attach(c, users, prepare=PUBLIC):
+    """prepare, a sandbox with its id map, attach: (prepare answer, sandbox)."""
+    prep = c.request(prepare)
+    assert prep["ok"], prep
+    sb = c.call("sandbox")
+    assert c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}
+    ans = c.request({"op": "egress-attach"}, [{"sandbox": sb["id"]}])
+    assert ans["ok"] and ans["host_ifindex"] > 0, ans
+    return prep, sb
+
+
+def quota_held(kind, uid):
+    """How many of uid's quota slots of kind ("sandboxes", "veths") a live
+    process holds: their lock files, tried as root."""
+    held = 0
+    for f in (CONFIG_DIR / "state").glob(f"{kind}-{uid}-*.lock"):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            held += 1
+        finally:
+            os.close(fd)
+    return held

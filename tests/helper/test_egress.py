@@ -13,47 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import idmap
-from fakenet import HOST_UPLINK, World, leftovers
-
-
-@pytest.fixture(scope="module")
-def world():
-    if not shutil.which("ip") or not shutil.which("nft"):
-        pytest.skip("needs iproute2 and nftables (test tooling): apt-get install iproute2 nftables")
-    w = World(f"kwh{os.getpid() % 100000}")
-    with w:
-        yield w
-
-
-@pytest.fixture
-def in_world(world, clients):
-    """A caller in the world's host namespace."""
-    def make(user="kiwi-test"):
-        return clients(user, prefix=("ip", "netns", "exec", world.host))
-    yield make
-    veths, tables = leftovers(world.host)
-    assert not veths and not tables, f"left behind: veths {veths}, tables {tables}"
-
-
-def refused(ans, *words):
-    assert ans.get("ok") is False, f"should be refused: {ans}"
-    for w in words:
-        assert w.lower() in ans["error"].lower(), f"refusal should mention {w!r}: {ans}"
-
-
-PUBLIC = {"op": "egress-prepare", "egress": "public_internet", "allow-cidr": ["192.0.2.0/24"]}
-
-
-def attach(c, users):
-    """prepare, a sandbox with its id map, attach: (prepare answer, sandbox)."""
-    prep = c.request(PUBLIC)
-    assert prep["ok"], prep
-    sb = c.call("sandbox")
-    assert c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}
-    ans = c.request({"op": "egress-attach"}, [{"sandbox": sb["id"]}])
-    assert ans["ok"] and ans["host_ifindex"] > 0, ans
-    return prep, sb
+from conftest import PUBLIC, attach, idmap, in_world, refused, world  # noqa: F401 (fixtures)
+from fakenet import HOST_UPLINK, leftovers
 
 
 def wait_gone(pid):

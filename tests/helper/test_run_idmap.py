@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fakenet import World, leftovers
+from conftest import world  # noqa: F401 (fixture)
+from fakenet import leftovers
 
 RANGE = ["--uidmap", "0:200000:65536", "--gidmap", "0:200000:65536"]   # kiwi-test's, in default_rules
 PROBE = "/usr/local/bin/netprobe"
@@ -176,15 +177,6 @@ def test_own_ids_need_no_helper(kiwi_run, config, users):
     r = run_as("kiwi-test", kiwi_run, "/nonexistent/kiwi-helper", opts, ["/bin/sh", "-c", "cat /proc/self/uid_map; id -u"])
     assert r.returncode == 0, explain(r)
     assert [l.split() for l in r.stdout.splitlines()] == [["1000", str(pw.pw_uid), "1"], ["1000"]], explain(r)
-
-
-@pytest.fixture(scope="module")
-def world():
-    if not shutil.which("ip") or not shutil.which("nft"):
-        pytest.skip("needs iproute2 and nftables (test tooling): apt-get install iproute2 nftables")
-    w = World(f"kwi{os.getpid() % 100000}")
-    with w:
-        yield w
 
 
 def test_egress_and_idmap_share_one_helper(world, kiwi_run, helper, config):
