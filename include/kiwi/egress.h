@@ -49,6 +49,12 @@ struct kiwi_egress_host {
 	uint16_t port;                 /* 0: each allowed port */
 };
 
+/* An allowed entry written as a dotted IPv4 address, not a name. */
+bool kiwi_egress_host_is_addr(const struct kiwi_egress_host *h);
+/* Does name (lowercase, no final dot) fall under the entry: the same
+ * name, or for "*.example.org" any name ending in ".example.org"? */
+bool kiwi_egress_host_matches(const struct kiwi_egress_host *h, const char *name);
+
 /* Plain data, filled by kiwi_egress_config_add(); no allocations. */
 struct kiwi_egress_config {
 	enum kiwi_egress_kind kind;
@@ -128,6 +134,16 @@ int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err);
  * "egress_blocked_other": packets that did not fit plus the times the
  * kernel dropped log messages, into an open object. NULL e: none. */
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
+
+/* host_allowlist by name: the name gate (kiwi/proxy.h), a thread of the
+ * launcher that answers the sandbox's DNS and checks each connection's
+ * name. Attached after prepare (it binds on the gateway address, and the
+ * table redirects to its ports), started by setup once the sandbox is
+ * cloned, stopped by teardown. A no-op for other kinds and for an
+ * allowlist of addresses only. The gate's decisions go to e's audit. */
+int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err);
+struct kiwi_proxy_event;
+void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_proxy_event *ev);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
  * is fine). Goes on past failures and reports the first. */

@@ -52,6 +52,7 @@ void kiwi_nft_add_rule(struct kiwi_nft *n, struct nftnl_rule *r);
 
 void kiwi_nft_meta(struct nftnl_rule *r, uint32_t key);          /* -> reg 1 */
 void kiwi_nft_ct_state(struct nftnl_rule *r);                    /* -> reg 1 */
+void kiwi_nft_ct(struct nftnl_rule *r, uint32_t key);            /* NFT_CT_*, -> reg 1 */
 /* reg 1 (len bytes) compared with data: NFT_CMP_EQ, NFT_CMP_NEQ... */
 void kiwi_nft_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len);
 void kiwi_nft_cmp_u8(struct nftnl_rule *r, uint32_t op, uint8_t v);
@@ -65,6 +66,8 @@ void kiwi_nft_counter(struct nftnl_rule *r);
 void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen);
 void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code);
 void kiwi_nft_masq(struct nftnl_rule *r);
+/* dnat to addr:port (both network byte order), through registers 2 and 3 */
+void kiwi_nft_dnat4(struct nftnl_rule *r, uint32_t addr, uint16_t port);
 
 /* An nfnetlink socket to commit on. Closing one soon after a commit
  * blocks for an RCU grace period (10-20 ms: the kernel flushes the

@@ -231,6 +231,15 @@ static int check_unprivileged(const struct kiwi_egress_config *c, kiwi_err *err)
 	if (c->pool.addr != d.pool.addr || c->pool.prefix != d.pool.prefix)
 		return kiwi_error(err, EPERM, "egress", "--egress-pool needs root: through the helper, the pool "
 							 "is the admin's");
+	/* The name gate runs in kiwi-run, and the helper cannot yet build a
+	 * table that redirects to it: refused plainly rather than a run
+	 * whose every name fails. */
+	for (size_t i = 0; c->kind == KIWI_EGRESS_HOST_ALLOWLIST && i < c->n_allow_hosts; i++)
+		if (!kiwi_egress_host_is_addr(&c->allow_hosts[i]))
+			return kiwi_error(err, EPERM, "egress",
+					  "--allow-host `%s`: host_allowlist by name needs root for now (the name gate "
+					  "does not run through kiwi-helper yet); an entry written as an IPv4 address works",
+					  c->allow_hosts[i].name);
 	return 0;
 }
 

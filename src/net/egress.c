@@ -47,12 +47,6 @@ static const char *ip4_str(uint32_t a, char buf[INET_ADDRSTRLEN])
 	return inet_ntop(AF_INET, &in, buf, INET_ADDRSTRLEN);
 }
 
-static bool in_cidr(uint32_t a, const struct kiwi_cidr4 *c)
-{
-	uint32_t mask = c->prefix ? ~0u << (32 - c->prefix) : 0;
-	return (a & mask) == c->addr;
-}
-
 static int need_net_admin(kiwi_err *err)
 {
 	cap_flag_value_t v = CAP_CLEAR;
@@ -69,23 +63,7 @@ static int need_net_admin(kiwi_err *err)
 	return 0;
 }
 
-/* ---- --allow-host: resolved once, here, and pinned ---- */
-
-static bool forbidden_answer(const struct kiwi_egress *e, uint32_t a)
-{
-	enum kiwi_addr_class k = kiwi_egress_addr_class(a);
-	if (k == KIWI_ADDR_NEVER || in_cidr(a, &e->cfg.pool))
-		return true;
-	for (size_t i = 0; i < e->n_host_addrs; i++)
-		if (e->host_addrs[i] == a)
-			return true;
-	if (k == KIWI_ADDR_PUBLIC)
-		return false;
-	for (size_t i = 0; i < e->cfg.n_allow_cidrs; i++)
-		if (in_cidr(a, &e->cfg.allow_cidrs[i]))
-			return false;
-	return true;
-}
+/* ---- --allow-host: names checked once here, addresses pinned ---- */
 
 static int add_pin(struct kiwi_egress *e, uint32_t addr, uint16_t port, kiwi_err *err)
 {
@@ -122,32 +100,34 @@ static int lookup(const char *name, uint32_t *addrs, size_t *n, kiwi_err *err)
 
 /* A name with any forbidden answer is refused, mixed or not: an attacker
  * who controls a name's DNS must not get a metadata or host address
- * pinned next to a harmless one. */
-static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h, FILE *hosts, kiwi_err *err)
+ * opened next to a harmless one. Checked here to fail fast on a policy
+ * that cannot work; the name gate checks every later answer the same
+ * way. Only an entry written as an address is pinned in the table:
+ * names are opened per answer by the gate. */
+static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h, kiwi_err *err)
 {
 	uint32_t addrs[KIWI_EGRESS_MAX_ADDRS];
 	size_t n = 0, bad = 0, bad_at = 0;
 	char s[INET_ADDRSTRLEN];
+	if (h->name[0] == '*')
+		return 0;   /* a pattern: only its names' answers can be checked */
 	if (lookup(h->name, addrs, &n, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++)
-		if (forbidden_answer(e, addrs[i]) && !bad++)
+		if (kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, addrs[i]) && !bad++)
 			bad_at = i;
 	if (bad)
 		return kiwi_error(err, 0, "egress",
 				  "--allow-host `%s`: %s %s, which the policy forbids: refused", h->name,
 				  bad < n ? "its answers mix allowed addresses with" : "it resolves to",
 				  ip4_str(addrs[bad_at], s));
+	if (!kiwi_egress_host_is_addr(h))
+		return 0;
 	const uint16_t *ports = h->port ? &h->port : e->cfg.n_allow_ports ? e->cfg.allow_ports : default_ports;
 	size_t n_ports = h->port ? 1 : e->cfg.n_allow_ports ? e->cfg.n_allow_ports : 2;
-	for (size_t i = 0; i < n; i++) {
-		for (size_t p = 0; p < n_ports; p++)
-			if (add_pin(e, addrs[i], ports[p], err) < 0)
-				return -1;
-		struct in_addr numeric;
-		if (inet_pton(AF_INET, h->name, &numeric) != 1)
-			fprintf(hosts, "%s\t%s\n", ip4_str(addrs[i], s), h->name);
-	}
+	for (size_t p = 0; p < n_ports; p++)
+		if (add_pin(e, addrs[0], ports[p], err) < 0)
+			return -1;
 	return 0;
 }
 
@@ -159,28 +139,30 @@ static int write_file(const char *path, const char *text, size_t len, kiwi_err *
 	return 0;
 }
 
-/* /etc/hosts with the pinned answers, and /etc/resolv.conf naming --dns
- * or nothing (glibc then tries 127.0.0.1, which fails at once). */
+/* An allowlist with a name in it: its DNS is the name gate's. */
+static bool by_name(const struct kiwi_egress_config *c)
+{
+	for (size_t i = 0; c->kind == KIWI_EGRESS_HOST_ALLOWLIST && i < c->n_allow_hosts; i++)
+		if (!kiwi_egress_host_is_addr(&c->allow_hosts[i]))
+			return true;
+	return false;
+}
+
+/* /etc/hosts with localhost only, and /etc/resolv.conf naming the
+ * name gate (host_allowlist), --dns, or nothing (glibc then tries
+ * 127.0.0.1, which fails at once). */
 static int write_name_files(struct kiwi_egress *e, kiwi_err *err)
 {
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return kiwi_error(err, errno, "egress", "cannot build the hosts file");
-	fputs("127.0.0.1\tlocalhost\n::1\tlocalhost\n", f);
+	static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
 	for (size_t i = 0; i < e->cfg.n_allow_hosts; i++)
-		if (resolve_host(e, &e->cfg.allow_hosts[i], f, err) < 0) {
-			fclose(f);
+		if (resolve_host(e, &e->cfg.allow_hosts[i], err) < 0)
 			return -1;
-		}
-	if (fclose(f) != 0)
-		return kiwi_error(err, ENOMEM, "egress", "cannot build the hosts file");
-	if (write_file(e->hosts_path, text, len, err) < 0)
+	if (write_file(e->hosts_path, hosts, sizeof(hosts) - 1, err) < 0)
 		return -1;
 	char resolv[96], s[INET_ADDRSTRLEN];
-	int n = e->cfg.dns ? snprintf(resolv, sizeof(resolv), "nameserver %s\n", ip4_str(e->cfg.dns, s))
-			   : snprintf(resolv, sizeof(resolv), "# kiwi-run: no --dns, so no resolver\n");
+	uint32_t ns = by_name(&e->cfg) ? e->block + 1 : e->cfg.dns;
+	int n = ns ? snprintf(resolv, sizeof(resolv), "nameserver %s\n", ip4_str(ns, s))
+		   : snprintf(resolv, sizeof(resolv), "# kiwi-run: no --dns, so no resolver\n");
 	return write_file(e->resolv_path, resolv, (size_t)n, err);
 }
 
@@ -271,6 +253,7 @@ static struct kiwi_egress *egress_new(const struct kiwi_egress_config *c)
 		return NULL;
 	e->cfg = *c;
 	e->lock_fd = e->audit_file = -1;
+	pthread_mutex_init(&e->audit_lock, NULL);
 	return e;
 }
 
@@ -465,8 +448,10 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 		return -1;
 	if (e->owned_only && hold_table(e, child_pidfd, err) < 0)
 		return -1;
+	/* the gate's thread last: nothing forks after it */
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
-	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : 0;
+	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ||
+	       (e->gate && e->gate_ops->start(e->gate, err) < 0) ? -1 : 0;
 }
 
 int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err)
@@ -519,7 +504,10 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 	kiwi_err one = { 0 };
 	if (err)
 		err->step[0] = '\0';
-	/* The veth first: once it is gone the sandbox has no way out, so a
+	/* The gate's thread first: it audits into the file closed below. */
+	if (e->gate)
+		e->gate_ops->close(e->gate);
+	/* Then the veth: once it is gone the sandbox has no way out, so a
 	 * sandbox still alive (kiwi-helper's caller killed, its sandbox's own
 	 * death still to come) never sees its link without the filter. */
 	if (e->veth_made) {
@@ -547,6 +535,7 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 		unlink(e->lock_path);
 		close(e->lock_fd);
 	}
+	pthread_mutex_destroy(&e->audit_lock);
 	free(e);
 	return err && err->step[0] ? -1 : 0;
 }

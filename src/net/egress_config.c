@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define DEFAULT_POOL 0x0ac80000u  /* 10.200.0.0/16 */
 
@@ -76,6 +77,30 @@ enum kiwi_addr_class kiwi_egress_addr_class(uint32_t addr)
 		if (in_range(addr, special[i].addr, special[i].prefix))
 			return KIWI_ADDR_SPECIAL;
 	return KIWI_ADDR_PUBLIC;
+}
+
+static bool in_cidr(uint32_t a, const struct kiwi_cidr4 *c)
+{
+	return in_range(a, c->addr, c->prefix);
+}
+
+const char *kiwi_egress_forbidden(const struct kiwi_egress_config *c, const uint32_t *host, size_t n_host,
+				  uint32_t a)
+{
+	enum kiwi_addr_class k = kiwi_egress_addr_class(a);
+	if (k == KIWI_ADDR_NEVER)
+		return "always_deny";
+	if (in_cidr(a, &c->pool))
+		return "always_deny:pool";
+	for (size_t i = 0; i < n_host; i++)
+		if (host[i] == a)
+			return "always_deny:host";
+	if (k == KIWI_ADDR_PUBLIC)
+		return NULL;
+	for (size_t i = 0; i < c->n_allow_cidrs; i++)
+		if (in_cidr(a, &c->allow_cidrs[i]))
+			return NULL;
+	return "special:needs_allow_cidr";
 }
 
 void kiwi_egress_config_init(struct kiwi_egress_config *c)
@@ -168,12 +193,30 @@ static int parse_host(const char *value, struct kiwi_egress_host *h, kiwi_err *e
 		return bad(err, "allow-host", value, "IPv6 is not supported: egress is IPv4 only");
 	const char *colon = strchr(value, ':');
 	size_t len = colon ? (size_t)(colon - value) : strlen(value);
-	if (!valid_name(value, len))
-		return bad(err, "allow-host", value, "expected NAME[:PORT], NAME a DNS name or IPv4 address");
+	/* "*.example.org": every name under example.org, not itself */
+	size_t skip = len > 2 && value[0] == '*' && value[1] == '.' ? 2 : 0;
+	if (len > KIWI_EGRESS_NAME_MAX || !valid_name(value + skip, len - skip))
+		return bad(err, "allow-host", value,
+			   "expected NAME[:PORT], NAME a DNS name, *.NAME (the names under it) or an IPv4 address");
 	memcpy(h->name, value, len);
 	h->name[len] = '\0';
 	h->port = 0;
 	return colon ? parse_port("allow-host", value, colon + 1, &h->port, err) : 0;
+}
+
+bool kiwi_egress_host_is_addr(const struct kiwi_egress_host *h)
+{
+	struct in_addr a;
+	return inet_pton(AF_INET, h->name, &a) == 1;
+}
+
+bool kiwi_egress_host_matches(const struct kiwi_egress_host *h, const char *name)
+{
+	if (h->name[0] == '*' && h->name[1] == '.') {
+		size_t pl = strlen(h->name + 1), nl = strlen(name);
+		return nl > pl && !strcasecmp(name + nl - pl, h->name + 1);
+	}
+	return !kiwi_egress_host_is_addr(h) && !strcasecmp(h->name, name);
 }
 
 static int parse_kind(const char *value, enum kiwi_egress_kind *out, kiwi_err *err)

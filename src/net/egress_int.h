@@ -7,6 +7,8 @@
 #include "kiwi/egress.h"
 #include "kiwi/nft.h"
 
+#include <pthread.h>
+
 #define EGRESS_MAX_PINS 1024
 #define EGRESS_MAX_HOST_ADDRS 1024
 #define EGRESS_MAX_BLOCKED 64
@@ -20,6 +22,7 @@ struct egress_blocked {
 	uint16_t port;
 	uint8_t dst[16];
 	uint64_t count;
+	char name[KIWI_EGRESS_NAME_MAX + 1];   /* "": none known */
 };
 
 struct kiwi_egress {
@@ -47,10 +50,25 @@ struct kiwi_egress {
 	uint64_t blocked_other;     /* packets whose tuple did not fit */
 	uint64_t audit_lines;
 	unsigned lost;
+	/* host_allowlist: the name gate, attached by the launcher (never by
+	 * kiwi-helper, which has no gate code); ports 0: none */
+	struct kiwi_egress_gate *gate;
+	const struct egress_gate_ops *gate_ops;
+	uint16_t gate_dns, gate_tcp;
+	pthread_mutex_t audit_lock; /* the gate's thread audits too */
+};
+
+struct egress_gate_ops {
+	int (*start)(struct kiwi_egress_gate *g, kiwi_err *err);
+	void (*close)(struct kiwi_egress_gate *g);
 };
 
 size_t kiwi_egress_never_ranges(struct kiwi_ip4_range *out);
 size_t kiwi_egress_special_ranges(struct kiwi_ip4_range *out);
+/* egress_config.c: NULL when a sandbox may be given address a, else the
+ * rule class that forbids it; host: this host's addresses. */
+const char *kiwi_egress_forbidden(const struct kiwi_egress_config *c, const uint32_t *host, size_t n_host,
+				  uint32_t a);
 int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err);
 /* sock may be NULL */
 int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err);

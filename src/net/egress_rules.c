@@ -31,6 +31,16 @@
  *     reject with icmpx admin-prohibited }
  *   chain postrouting { type nat hook postrouting priority 100;
  *     ip saddr SANDBOX oif != V masquerade }
+ *
+ * host_allowlist with names adds the name gate's (kiwi/proxy.h) redirect,
+ * and lets into the host only what it redirected:
+ *   chain gate { type nat hook prerouting priority -100;
+ *     iif != V accept;  meta nfproto != ipv4 accept
+ *     ip daddr GW udp dport 53 dnat to GW:DNS_PORT
+ *     ip daddr @never accept                   # (the gateway is in the pool)
+ *     ip daddr . th dport @pins accept         # entries written as addresses
+ *     tcp dport @name_ports dnat to GW:TCP_PORT }
+ *   input, before its deny:  ct status dnat  to GW:DNS_PORT/udp, GW:TCP_PORT/tcp  accept
  */
 #include "egress_int.h"
 
@@ -38,13 +48,15 @@
 #include <errno.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 
-enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS };
+enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS, SET_NAME_PORTS };
 
 #define CT_EST_REL (NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED))
+#define NAT_PRIO_DST (-100)
 #define NFLOG_SNAPLEN 128
 
 static const uint16_t default_ports[] = { 80, 443 };
@@ -83,6 +95,62 @@ static void load_dport(struct nftnl_rule *r, uint32_t reg)
 		kiwi_nft_add_rule(n, r);                             \
 	} while (0)
 
+static void match_ct_dnat(struct nftnl_rule *r)
+{
+	kiwi_nft_ct(r, NFT_CT_STATUS);
+	kiwi_nft_and(r, IPS_DST_NAT);
+	kiwi_nft_cmp_u32(r, NFT_CMP_NEQ, 0);
+}
+
+static void match_to_port(struct nftnl_rule *r, uint8_t proto, uint32_t addr, uint16_t port)
+{
+	kiwi_nft_meta(r, NFT_META_L4PROTO);
+	kiwi_nft_cmp_u8(r, NFT_CMP_EQ, proto);
+	load_daddr(r, NFT_REG_1);
+	kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(addr));
+	load_dport(r, NFT_REG_1);
+	kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(port) }, 2);
+}
+
+/* host_allowlist: the sandbox's DNS to the gateway and its TCP on the
+ * names' ports go to the name gate; never-ranges and pinned addresses
+ * are left alone (the forward chain decides them, and audits). The
+ * input chain then lets in only what was redirected to the gate. */
+static void gate_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
+{
+	uint32_t gw = e->block + 1;
+	uint16_t dns = e->gate_dns, tcp = e->gate_tcp;
+	kiwi_nft_add_chain(n, "gate", "nat", NF_INET_PRE_ROUTING, NAT_PRIO_DST);
+	RULE(n, "gate", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, e->host_ifindex); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "gate", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
+			  kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "gate", { match_to_port(r, IPPROTO_UDP, gw, 53); kiwi_nft_dnat4(r, htonl(gw), htons(dns)); });
+	/* the pool, and so the gateway, is in never */
+	RULE(n, "gate", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
+			  kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	if (e->n_pins)
+		RULE(n, "gate", { load_daddr(r, NFT_REG32_00); load_dport(r, NFT_REG32_01);
+				  kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "gate", {
+		kiwi_nft_meta(r, NFT_META_L4PROTO);
+		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, IPPROTO_TCP);
+		load_dport(r, NFT_REG_1);
+		kiwi_nft_lookup(r, NFT_REG_1, "name_ports", SET_NAME_PORTS);
+		kiwi_nft_dnat4(r, htonl(gw), htons(tcp));
+	});
+}
+
+/* Into the host: only what the gate chain redirected to the gate. */
+static void gate_input(struct kiwi_nft *n, const struct kiwi_egress *e)
+{
+	uint32_t gw = e->block + 1;
+	uint16_t dns = e->gate_dns, tcp = e->gate_tcp;
+	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_EQ, e->host_ifindex); match_ct_dnat(r);
+			   match_to_port(r, IPPROTO_UDP, gw, dns); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_EQ, e->host_ifindex); match_ct_dnat(r);
+			   match_to_port(r, IPPROTO_TCP, gw, tcp); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+}
+
 static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 {
 	int v = e->host_ifindex;
@@ -99,6 +167,8 @@ static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 	kiwi_nft_add_chain(n, "input", "filter", NF_INET_LOCAL_IN, 0);
 	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "input", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	if (e->gate_tcp)
+		gate_input(n, e);
 	RULE(n, "input", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 
 	kiwi_nft_add_chain(n, "postrouting", "nat", NF_INET_POST_ROUTING, 100);
@@ -130,6 +200,27 @@ static struct kiwi_ip4_range cidr_range(const struct kiwi_cidr4 *c)
 	return (struct kiwi_ip4_range){ c->addr, c->addr | host };
 }
 
+/* Every port some allowed name may be reached on: those go to the gate. */
+static void name_port_set(struct kiwi_nft *n, const struct kiwi_egress *e)
+{
+	const struct kiwi_egress_config *c = &e->cfg;
+	uint16_t ports[KIWI_EGRESS_MAX_HOSTS + KIWI_EGRESS_MAX_PORTS];
+	size_t count = 0;
+	for (size_t i = 0; i < c->n_allow_hosts; i++) {
+		const struct kiwi_egress_host *h = &c->allow_hosts[i];
+		const uint16_t *p = h->port ? &h->port : c->n_allow_ports ? c->allow_ports : default_ports;
+		size_t np = h->port ? 1 : c->n_allow_ports ? c->n_allow_ports : 2;
+		for (size_t k = 0; !kiwi_egress_host_is_addr(h) && k < np; k++) {
+			bool dup = false;
+			for (size_t j = 0; j < count; j++)
+				dup |= ports[j] == p[k];
+			if (!dup)
+				ports[count++] = p[k];
+		}
+	}
+	kiwi_nft_add_port_set(n, "name_ports", SET_NAME_PORTS, ports, count);
+}
+
 static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 {
 	const struct kiwi_egress_config *c = &e->cfg;
@@ -158,6 +249,8 @@ static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 		kiwi_nft_add_port_set(n, "ports", SET_PORTS, default_ports, 2);
 	if (c->kind == KIWI_EGRESS_HOST_ALLOWLIST)
 		kiwi_nft_add_pin_set(n, "pins", SET_PINS, e->pin_addrs, e->pin_ports, e->n_pins);
+	if (e->gate_tcp)
+		name_port_set(n, e);
 	return 0;
 }
 
@@ -216,7 +309,8 @@ static void policy_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
 		kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, IPPROTO_UDP);
 		kiwi_nft_verdict(r, NFT_GOTO, "deny");
 	});
-	if (e->cfg.dns)
+	/* host_allowlist: --dns is the gate's upstream, not the sandbox's */
+	if (e->cfg.dns && e->cfg.kind != KIWI_EGRESS_HOST_ALLOWLIST)
 		RULE(n, "decide", {
 			load_daddr(r, NFT_REG_1);
 			kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(e->cfg.dns));
@@ -242,6 +336,8 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 	deny_chain(n, e);
 	policy_chain(n, e);
 	hook_chains(n, e);
+	if (e->gate_tcp)
+		gate_chains(n, e);
 	return kiwi_nft_commit(n, e->nft, err);
 }
 

@@ -341,11 +341,16 @@ void kiwi_nft_meta(struct nftnl_rule *r, uint32_t key)
 	nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, NFT_REG_1);
 }
 
-void kiwi_nft_ct_state(struct nftnl_rule *r)
+void kiwi_nft_ct(struct nftnl_rule *r, uint32_t key)
 {
 	EXPR(r, "ct");
-	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, key);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+}
+
+void kiwi_nft_ct_state(struct nftnl_rule *r)
+{
+	kiwi_nft_ct(r, NFT_CT_STATE);
 }
 
 void kiwi_nft_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len)
@@ -425,6 +430,22 @@ void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
 void kiwi_nft_masq(struct nftnl_rule *r)
 {
 	(void)expr(r, "masq");
+}
+
+void kiwi_nft_dnat4(struct nftnl_rule *r, uint32_t addr, uint16_t port)
+{
+	struct nftnl_expr *a = expr(r, "immediate"), *p = expr(r, "immediate");
+	if (!a || !p)
+		return;
+	nftnl_expr_set_u32(a, NFTNL_EXPR_IMM_DREG, NFT_REG32_02);
+	nftnl_expr_set(a, NFTNL_EXPR_IMM_DATA, &addr, 4);
+	nftnl_expr_set_u32(p, NFTNL_EXPR_IMM_DREG, NFT_REG32_03);
+	nftnl_expr_set(p, NFTNL_EXPR_IMM_DATA, &port, 2);
+	EXPR(r, "nat");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FAMILY, NFPROTO_IPV4);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG32_02);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_PROTO_MIN, NFT_REG32_03);
 }
 
 /* ---- talking to the kernel ---- */

@@ -687,7 +687,8 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	/* Not root: the veth and the host's table come from kiwi-helper(8). */
 	if (geteuid() != 0 ? kiwi_helper_egress_prepare(&res->helper, cfg->egress, &net, err) < 0
-			   : kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0)
+			   : kiwi_egress_prepare(cfg->egress, &res->egress, &net, err) < 0 ||
+				     kiwi_egress_gate_attach(res->egress, err) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "egress-prepare", "policy checked, names resolved, address leased");
 	_cleanup_free_ struct kiwi_bind *binds = calloc(cfg->n_binds + 2, sizeof(*binds));

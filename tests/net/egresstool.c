@@ -163,6 +163,10 @@ static int cmd_run(int argc, char **argv)
 	double t0 = now_ms();
 	if (kiwi_egress_prepare(&c, &e, &cc, &err) < 0)
 		die(&err);
+	if (kiwi_egress_gate_attach(e, &err) < 0) {
+		kiwi_egress_teardown(e, NULL);
+		die(&err);
+	}
 	double t1 = now_ms();
 	int pidfd, sock;
 	pid_t pid = spawn(&cc, cmd, &pidfd, &sock);

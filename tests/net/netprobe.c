@@ -6,6 +6,11 @@
  *   netprobe tcp ADDR PORT [TIMEOUT_MS]   connect, send "ping\n", read a reply
  *   netprobe udp ADDR PORT [TIMEOUT_MS]   send "ping", wait for a datagram
  *   netprobe dns SERVER NAME              one A query over UDP
+ *   netprobe resolve NAME                 one A query to resolv.conf's nameserver
+ *                                         (error: the rcode's name when not NOERROR)
+ *   netprobe http ADDR PORT HOST          tcp, sending a GET with that Host header
+ *   netprobe tls ADDR PORT SNI            tcp, sending a ClientHello ("-": no SNI)
+ *   netprobe ech ADDR PORT SNI            the same with an encrypted_client_hello
  *   netprobe hosts NAME                   the addresses /etc/hosts gives NAME
  *   netprobe cat FILE                     a file's text
  *   netprobe now                          CLOCK_REALTIME in ns (for start latency)
@@ -80,7 +85,8 @@ static int wait_fd(int fd, short events, int timeout_ms)
 	return soerr;
 }
 
-static int exchange(int type, const char *addr, const char *port, int timeout_ms)
+static int exchange_msg(int type, const char *addr, const char *port, int timeout_ms, const void *msg,
+			size_t msg_len)
 {
 	struct sockaddr_in sa;
 	char buf[512];
@@ -97,8 +103,7 @@ static int exchange(int type, const char *addr, const char *port, int timeout_ms
 		if ((e = wait_fd(fd, POLLOUT, timeout_ms)))
 			return report(e, t0, NULL, 0);
 	}
-	const char *msg = type == SOCK_STREAM ? "ping\n" : "ping";
-	if (send(fd, msg, strlen(msg), MSG_NOSIGNAL) < 0)
+	if (send(fd, msg, msg_len, MSG_NOSIGNAL) < 0)
 		return report(errno, t0, NULL, 0);
 	if ((e = wait_fd(fd, POLLIN, timeout_ms)))
 		return report(e, t0, NULL, 0);
@@ -106,6 +111,58 @@ static int exchange(int type, const char *addr, const char *port, int timeout_ms
 	if (n < 0)
 		return report(errno, t0, NULL, 0);
 	return report(0, t0, buf, (size_t)n);
+}
+
+static int exchange(int type, const char *addr, const char *port, int timeout_ms)
+{
+	const char *msg = type == SOCK_STREAM ? "ping\n" : "ping";
+	return exchange_msg(type, addr, port, timeout_ms, msg, strlen(msg));
+}
+
+static int http(const char *addr, const char *port, const char *host)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\nUser-Agent: netprobe\r\n\r\n", host);
+	return exchange_msg(SOCK_STREAM, addr, port, 3000, req, (size_t)n);
+}
+
+static size_t put16(unsigned char *p, size_t v)
+{
+	p[0] = (unsigned char)(v >> 8);
+	p[1] = (unsigned char)v;
+	return 2;
+}
+
+/* A TLS 1.3 ClientHello as a browser's starts: enough for a name check. */
+static int tls(const char *addr, const char *port, const char *sni, int ech)
+{
+	unsigned char m[1024], *h = m + 5, *x;
+	size_t o = 4;
+	o += put16(h + o, 0x0303);
+	memset(h + o, 0x42, 32), o += 32;
+	h[o++] = 0;                                   /* session id */
+	o += put16(h + o, 2), o += put16(h + o, 0x1301);
+	h[o++] = 1, h[o++] = 0;                       /* compression: null */
+	size_t ext_at = o;
+	o += 2;
+	x = h + o;
+	size_t e = 0;
+	if (strcmp(sni, "-")) {
+		size_t l = strlen(sni);
+		e += put16(x + e, 0), e += put16(x + e, l + 5), e += put16(x + e, l + 3);
+		x[e++] = 0, e += put16(x + e, l);
+		memcpy(x + e, sni, l), e += l;
+	}
+	e += put16(x + e, 43), e += put16(x + e, 3), x[e++] = 2, e += put16(x + e, 0x0304);
+	if (ech) {
+		e += put16(x + e, 0xfe0d), e += put16(x + e, 8);
+		memset(x + e, 0x11, 8), e += 8;
+	}
+	put16(h + ext_at, e);
+	o += e;
+	h[0] = 1, h[1] = 0, put16(h + 2, o - 4);
+	m[0] = 22, m[1] = 3, m[2] = 1, put16(m + 3, o);
+	return exchange_msg(SOCK_STREAM, addr, port, 3000, m, o + 5);
 }
 
 /* ---- DNS: one A query, answers printed as dotted quads ---- */
@@ -138,7 +195,7 @@ static size_t skip_name(const unsigned char *p, size_t o, size_t n)
 	return n;
 }
 
-static int dns(const char *server, const char *name)
+static int dns(const char *server, const char *name, int with_rcode)
 {
 	unsigned char q[512] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 }, r[512];
 	size_t len = 12 + put_name(q + 12, name);
@@ -157,6 +214,13 @@ static int dns(const char *server, const char *name)
 	if (n < 12)
 		return report(n < 0 ? errno : EPROTO, t0, NULL, 0);
 	char answers[256] = "";
+	static const char *const rcodes[] = { "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED" };
+	int rcode = r[3] & 0xf;
+	if (with_rcode && rcode) {
+		printf("{\"ok\":false,\"errno\":0,\"error\":\"%s\",\"ms\":%.3f,\"reply\":\"\"}\n",
+		       rcode < 6 ? rcodes[rcode] : "rcode", now_ms() - t0);
+		return 0;
+	}
 	size_t o = skip_name(r, 12, (size_t)n) + 4, an = (size_t)(r[6] << 8 | r[7]);
 	for (size_t i = 0; i < an && o + 10 <= (size_t)n; i++) {
 		o = skip_name(r, o, (size_t)n);
@@ -208,7 +272,19 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "udp"))
 		return exchange(SOCK_DGRAM, argv[2], argv[3], timeout);
 	if (argc == 4 && !strcmp(argv[1], "dns"))
-		return dns(argv[2], argv[3]);
+		return dns(argv[2], argv[3], 0);
+	if (argc == 3 && !strcmp(argv[1], "resolve")) {
+		char line[256], server[64] = "";
+		FILE *f = fopen("/etc/resolv.conf", "r");
+		while (f && !server[0] && fgets(line, sizeof(line), f))
+			if (sscanf(line, "nameserver %63s", server) != 1)
+				server[0] = '\0';
+		return dns(server, argv[2], 1);
+	}
+	if (argc == 5 && !strcmp(argv[1], "http"))
+		return http(argv[2], argv[3], argv[4]);
+	if (argc == 5 && (!strcmp(argv[1], "tls") || !strcmp(argv[1], "ech")))
+		return tls(argv[2], argv[3], argv[4], argv[1][0] == 'e');
 	if (argc == 3 && !strcmp(argv[1], "hosts"))
 		return hosts(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "cat"))
@@ -219,6 +295,7 @@ int main(int argc, char **argv)
 		printf("%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
 		return 0;
 	}
-	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | hosts NAME | cat FILE | now\n");
+	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | resolve NAME | "
+		"http|tls|ech ADDR PORT NAME | hosts NAME | cat FILE | now\n");
 	return 2;
 }

@@ -6,13 +6,17 @@ sandbox must never reach).
 TCP: answers one read with "pong LOCAL:PORT PEER" (an HTTP response when
 the request starts with GET). UDP: the same, per datagram. DNS on udp/53
 answers A queries from NAMES; a name starting with "rebind" answers
-203.0.113.10 once, then 169.254.169.254 (a rebinding attack).
+203.0.113.10 for SWITCH_S seconds after it was first asked, then
+169.254.169.254 (a rebinding attack); one starting with "rotate" answers
+203.0.113.10, then 203.0.113.11 (a CDN moving a name). Every answer has
+TTL 0 (kiwi-run's name gate keeps an answer 30 s at least).
 Prints "ready" once every socket is bound.
 """
 import socket
 import struct
 import sys
 import threading
+import time
 
 ROLES = {
     "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True},
@@ -28,8 +32,12 @@ NAMES = {
     "public.test": ["5.5.5.5"],
     "mixpub.test": ["5.5.5.5", "10.99.0.10"],
     "loop.test": ["127.0.0.1"],
+    "shared.test": ["203.0.113.10"],
+    "a.wild.test": ["203.0.113.11"],
+    "b.a.wild.test": ["203.0.113.11"],
+    "wild.test": ["203.0.113.11"],
 }
-_seen = set()
+_seen = {}
 _lock = threading.Lock()
 
 
@@ -82,12 +90,16 @@ def serve_udp(sock):
         send_dgram(sock, pong((local, sock.getsockname()[1]), peer, data), peer, local)
 
 
+SWITCH_S = 15
+
+
 def answers_for(name):
-    if name.startswith("rebind"):
-        with _lock:
-            first = name not in _seen
-            _seen.add(name)
-        return ["203.0.113.10"] if first else ["169.254.169.254"]
+    later = {"rebind": "169.254.169.254", "rotate": "203.0.113.11"}
+    for prefix, then in later.items():
+        if name.startswith(prefix):
+            with _lock:
+                first = _seen.setdefault(name, time.monotonic())
+            return ["203.0.113.10"] if time.monotonic() - first < SWITCH_S else [then]
     return NAMES.get(name, [])
 
 
@@ -101,7 +113,7 @@ def dns_reply(q):
     question = q[12:o + 5]
     name = ".".join(labels).lower()
     addrs = answers_for(name) if qtype == 1 else []
-    rcode = 0 if addrs or name in NAMES or name.startswith("rebind") else 3
+    rcode = 0 if addrs or name in NAMES or name.startswith(("rebind", "rotate")) else 3
     head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, len(addrs), 0, 0)
     body = b"".join(struct.pack("!HHHIH", 0xC00C, 1, 1, 0, 4) + socket.inet_aton(a) for a in addrs)
     return head + question + body

@@ -123,16 +123,20 @@ def test_private_network(run):
     rejected(res[1], "a public address")
 
 
-def test_host_allowlist_pins_and_refuses_rebinding(run):
-    name = f"rebind-{uuid.uuid4().hex[:8]}.test"
+def test_host_allowlist_by_name(run, scratch):
+    """The launcher runs the name gate: the sandbox resolves through it,
+    connects by name, and another name on the same address is refused."""
+    audit = scratch / "audit.jsonl"
     opts = ["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
-            "--allow-host", f"{name}:80", "--dns", "192.0.2.53"]
-    res, v = run.probes(opts, [["hosts", name], ["dns", "192.0.2.53", name], ["tcp", "203.0.113.10", 80],
-                               ["tcp", "169.254.169.254", 80]])
-    assert res[0]["reply"] == "203.0.113.10", "pinned in the sandbox's /etc/hosts"
-    assert res[1]["reply"] == "169.254.169.254", "the resolver rebinds"
-    ok(res[2], "the pinned address")
-    rejected(res[3], "the rebound address")
+            "--allow-host", "good.test", "--dns", "192.0.2.53", "--egress-audit", audit]
+    res, v = run.probes(opts, [["resolve", "good.test"], ["http", "203.0.113.10", 80, "good.test"],
+                               ["tls", "203.0.113.10", 443, "shared.test"], ["resolve", "shared.test"]])
+    assert res[0]["ok"] and res[0]["reply"] == "203.0.113.10", res[0]
+    ok(res[1], "the allowed name")
+    assert not res[2]["ok"] and res[2]["error"] == "ECONNRESET", res[2]
+    assert res[3]["error"] == "NXDOMAIN", res[3]
+    names = {(b.get("name"), b["proto"]) for b in v["egress_blocked"]}
+    assert ("shared.test", "tcp") in names and ("shared.test", "udp") in names, v["egress_blocked"]
 
 
 def test_host_allowlist_refuses_mixed_answers(run, world):

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The name gate of host_allowlist: kiwi-run's own resolver and
+ * transparent TCP proxy for one sandbox, on the host side of its veth,
+ * run by a thread of kiwi-run (no privilege needed: it binds two
+ * unprivileged ports on the gateway address; the sandbox's table
+ * redirects its DNS and its TCP on allowed ports there).
+ *
+ * The resolver answers a name on the list by asking the upstream, and
+ * refuses the whole answer when any address of it is forbidden; it
+ * remembers which addresses it gave for which name, each until the
+ * answer's TTL (bounded 30 s to 1 h) runs out. A name not on the list
+ * gets NXDOMAIN. The proxy takes each TCP connection, reads the name it
+ * carries (TLS server_name, HTTP Host), and connects on to the address
+ * the sandbox asked for only when that name is on the list for that
+ * port and the resolver gave that address for that very name. Every
+ * decision is handed to ops.audit. */
+#ifndef KIWI_PROXY_H
+#define KIWI_PROXY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiwi/err.h"
+
+#define KIWI_PROXY_TTL_MIN 30
+#define KIWI_PROXY_TTL_MAX 3600
+
+struct kiwi_proxy_event {
+	const char *proto;   /* "udp" (a DNS query) or "tcp" */
+	uint32_t dst;        /* host byte order; 0: none */
+	uint16_t port;
+	const char *name;    /* NULL: not known */
+	bool allowed;
+	/* allowed:name, not_allowed, no_name, ech, not_resolved,
+	 * always_deny..., upstream_failed */
+	const char *rule;
+};
+
+struct kiwi_proxy_ops {
+	/* Is name on the list, on port (0: on any port)? */
+	bool (*name_allowed)(void *arg, const char *name, uint16_t port);
+	/* NULL when the sandbox may be sent addr, else why not (a rule class). */
+	const char *(*forbidden)(void *arg, uint32_t addr);
+	/* Called from the proxy's thread. */
+	void (*audit)(void *arg, const struct kiwi_proxy_event *ev);
+	void *arg;
+};
+
+struct kiwi_proxy_config {
+	uint32_t gateway;    /* host byte order: where both ports are bound */
+	uint32_t sandbox;    /* the only peer served */
+	uint32_t upstream;   /* the resolver asked, on port 53 */
+	struct kiwi_proxy_ops ops;
+};
+
+struct kiwi_proxy;
+
+/* Binds the two sockets (the gateway address need not exist yet). */
+int kiwi_proxy_open(const struct kiwi_proxy_config *c, struct kiwi_proxy **out, kiwi_err *err);
+uint16_t kiwi_proxy_dns_port(const struct kiwi_proxy *p);
+uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p);
+/* Starts the thread. Only after the sandbox is cloned: a process with
+ * threads must not clone3 a child that then allocates. */
+int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err);
+/* Stops the thread, closes every connection, frees p (NULL is fine). */
+void kiwi_proxy_close(struct kiwi_proxy *p);
+/* The first IPv4 nameserver of resolv.conf; 0 when it has none. */
+uint32_t kiwi_proxy_system_resolver(const char *resolv_conf);
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* host_allowlist by name: the name gate (proxy.c, resolver.c) wired to
+ * the policy, the address checks and the audit of one sandbox. Linked
+ * into kiwi-run only: kiwi-helper(8) never runs a gate (a caller's
+ * kiwi-run runs its own, unprivileged). */
+#include "egress_int.h"
+#include "kiwi/proxy.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct kiwi_egress_gate {
+	struct kiwi_egress *e;
+	struct kiwi_proxy *proxy;
+};
+
+static bool port_allowed(const struct kiwi_egress_config *c, const struct kiwi_egress_host *h, uint16_t port)
+{
+	if (port == 0)
+		return true;
+	if (h->port)
+		return h->port == port;
+	if (!c->n_allow_ports)
+		return port == 80 || port == 443;
+	for (size_t i = 0; i < c->n_allow_ports; i++)
+		if (c->allow_ports[i] == port)
+			return true;
+	return false;
+}
+
+static bool name_allowed(void *arg, const char *name, uint16_t port)
+{
+	const struct kiwi_egress_config *c = &((struct kiwi_egress_gate *)arg)->e->cfg;
+	for (size_t i = 0; i < c->n_allow_hosts; i++) {
+		const struct kiwi_egress_host *h = &c->allow_hosts[i];
+		if (kiwi_egress_host_matches(h, name) && port_allowed(c, h, port))
+			return true;
+	}
+	return false;
+}
+
+static const char *forbidden(void *arg, uint32_t a)
+{
+	const struct kiwi_egress *e = ((struct kiwi_egress_gate *)arg)->e;
+	return kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, a);
+}
+
+static void audit(void *arg, const struct kiwi_proxy_event *ev)
+{
+	kiwi_egress_audit_event(((struct kiwi_egress_gate *)arg)->e, ev);
+}
+
+static int gate_start(struct kiwi_egress_gate *g, kiwi_err *err)
+{
+	return kiwi_proxy_start(g->proxy, err);
+}
+
+static void gate_close(struct kiwi_egress_gate *g)
+{
+	kiwi_proxy_close(g->proxy);
+	free(g);
+}
+
+static const struct egress_gate_ops gate_ops = { gate_start, gate_close };
+
+int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
+{
+	bool names = false;
+	for (size_t i = 0; e->cfg.kind == KIWI_EGRESS_HOST_ALLOWLIST && i < e->cfg.n_allow_hosts; i++)
+		names |= !kiwi_egress_host_is_addr(&e->cfg.allow_hosts[i]);
+	if (!names || e->gate)
+		return 0;
+	struct kiwi_egress_gate *g = calloc(1, sizeof(*g));
+	if (!g)
+		return kiwi_error(err, ENOMEM, "egress", "out of memory");
+	g->e = e;
+	struct kiwi_proxy_config c = {
+		.gateway = e->block + 1,
+		.sandbox = e->block + 2,
+		.upstream = e->cfg.dns ? e->cfg.dns : kiwi_proxy_system_resolver("/etc/resolv.conf"),
+		.ops = { name_allowed, forbidden, audit, g },
+	};
+	if (kiwi_proxy_open(&c, &g->proxy, err) < 0) {
+		free(g);
+		return -1;
+	}
+	e->gate = g;
+	e->gate_ops = &gate_ops;
+	e->gate_dns = kiwi_proxy_dns_port(g->proxy);
+	e->gate_tcp = kiwi_proxy_tcp_port(g->proxy);
+	return 0;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared by proxy.c (the thread, its loop, the TCP side) and resolver.c
+ * (the DNS side and the names it gave). Everything here is touched by
+ * the proxy's thread only, once it runs. */
+#ifndef KIWI_PROXY_INT_H
+#define KIWI_PROXY_INT_H
+
+#include "kiwi/dns.h"
+#include "kiwi/proxy.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROXY_MAX_GIVEN 1024
+#define PROXY_MAX_PENDING 64
+#define PROXY_MAX_CONNS 256
+
+/* What the epoll data points at. */
+enum tag_kind { TAG_STOP, TAG_DNS, TAG_UPSTREAM, TAG_LISTEN, TAG_CLIENT, TAG_SERVER };
+struct tag {
+	enum tag_kind kind;
+	struct conn *conn;
+};
+
+struct given {
+	char name[KIWI_DNS_NAME_MAX + 1];
+	uint32_t addr;
+	int64_t expires;     /* CLOCK_MONOTONIC, s */
+};
+
+struct pending {
+	bool used;
+	uint16_t id;         /* ours, to the upstream */
+	int64_t deadline;    /* CLOCK_MONOTONIC, s */
+	struct kiwi_dns_query q;   /* the sandbox's */
+	uint16_t peer_port;
+};
+
+struct kiwi_proxy {
+	struct kiwi_proxy_config cfg;
+	int epfd, stopfd, dns, upstream, listen;
+	uint16_t dns_port, tcp_port;
+	struct tag tags[4];  /* stop, dns, upstream, listen */
+	pthread_t thread;
+	bool running;
+	struct given given[PROXY_MAX_GIVEN];
+	size_t n_given;
+	struct pending pending[PROXY_MAX_PENDING];
+	struct conn *conns[PROXY_MAX_CONNS];
+	size_t n_conns;
+	struct conn *dead;   /* closed this round, freed at its end */
+};
+
+int64_t proxy_now(void);
+void proxy_audit(struct kiwi_proxy *p, const char *proto, uint32_t dst, uint16_t port, const char *name,
+		 const char *rule);
+/* resolver.c */
+void proxy_on_dns(struct kiwi_proxy *p);
+void proxy_on_upstream(struct kiwi_proxy *p);
+void proxy_dns_expire(struct kiwi_proxy *p, int64_t now);
+/* True when the resolver gave addr for name and that is not over. */
+bool proxy_was_given(const struct kiwi_proxy *p, const char *name, uint32_t addr);
+
+#endif

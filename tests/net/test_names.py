@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: Apache-2.0
+"""host_allowlist by name (issue 16): the name gate answers the sandbox's
+DNS and checks the name of every TCP connection (TLS server_name, HTTP
+Host), through egresstool in the fake world, against the tests' own DNS
+server (servers.py)."""
+import errno
+import json
+import time
+import uuid
+
+import pytest
+
+from servers import SWITCH_S
+
+NAMES = ["--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24", "--dns", "192.0.2.53"]
+FAST_MS = 500
+
+
+def connected(res, what):
+    assert res["ok"] and res["reply"].startswith(("pong", "HTTP/1.0 200")), f"{what} should connect: {res}"
+
+
+def reset(res, what):
+    """The gate took the connection, read its name, and reset it."""
+    assert not res["ok"] and res["errno"] == errno.ECONNRESET, f"{what} should be reset: {res}"
+
+
+def denied_fast(res, what):
+    assert not res["ok"] and res["errno"] in (errno.ECONNREFUSED, errno.EHOSTUNREACH), f"{what}: {res}"
+    assert res["ms"] < FAST_MS, f"{what} took {res['ms']} ms to fail"
+
+
+def audit_lines(path):
+    return [json.loads(l) for l in path.read_text().splitlines()]
+
+
+def test_allowed_name_connects_by_tls_and_http(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    calls = [["resolve", "good.test"], ["tls", "203.0.113.10", 443, "good.test"],
+             ["http", "203.0.113.10", 80, "GOOD.test."], ["cat", "/etc/resolv.conf"], ["hosts", "good.test"]]
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    assert res[0]["ok"] and res[0]["reply"] == "203.0.113.10", res[0]
+    connected(res[1], "TLS with the allowed name")
+    connected(res[2], "HTTP with the allowed name (case and final dot do not matter)")
+    assert res[3]["reply"] == f"nameserver {rep['gateway']}\n", "the sandbox asks the gate"
+    assert res[4]["reply"] == "", "no name is pinned in /etc/hosts"
+    assert rep["egress_blocked"] == []
+    lines = audit_lines(audit)
+    accepted = {(l["proto"], l["dst"], l["port"], l["name"]) for l in lines if l["action"] == "accept"}
+    assert accepted == {("udp", "203.0.113.10", None, "good.test"), ("tcp", "203.0.113.10", 443, "good.test"),
+                        ("tcp", "203.0.113.10", 80, "good.test")}, lines
+
+
+def test_second_name_on_the_same_address_is_refused(egress, scratch):
+    """shared.test lives on good.test's address (a shared CDN edge): the
+    address is open for good.test only."""
+    audit = scratch / "audit.jsonl"
+    calls = [["resolve", "good.test"], ["tls", "203.0.113.10", 443, "shared.test"],
+             ["http", "203.0.113.10", 80, "shared.test"], ["http", "203.0.113.10", 80, "good.test"]]
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    reset(res[1], "TLS naming another host")
+    reset(res[2], "HTTP naming another host")
+    connected(res[3], "the allowed name on the same address, after")
+    refused = [l for l in audit_lines(audit) if l["action"] == "reject"]
+    assert [(l["proto"], l["port"], l["name"], l["rule"]) for l in refused] == [
+        ("tcp", 443, "shared.test", "not_allowed"), ("tcp", 80, "shared.test", "not_allowed")], refused
+    got = {(b["proto"], b["dst"], b["port"], b.get("name")): b["count"] for b in rep["egress_blocked"]}
+    assert got == {("tcp", "203.0.113.10", 443, "shared.test"): 1, ("tcp", "203.0.113.10", 80, "shared.test"): 1}
+
+
+def test_an_address_not_given_for_the_name_is_refused(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    calls = [["tls", "203.0.113.10", 443, "good.test"],      # never resolved
+             ["resolve", "good.test"],
+             ["tls", "203.0.113.11", 443, "good.test"],      # another address, same name
+             ["tls", "203.0.113.10", 8080, "good.test"]]     # a port not allowed: not redirected, denied
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    reset(res[0], "an address the gate never gave")
+    reset(res[2], "an address given for no name")
+    denied_fast(res[3], "a port no name is allowed on")
+    rules = [l.get("rule") for l in audit_lines(audit) if l["action"] == "reject"]
+    assert rules == ["not_resolved", "not_resolved", None], rules
+
+
+def test_unlisted_name_gets_nxdomain_and_is_audited(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit],
+                             [["resolve", "shared.test"], ["resolve", "evil.example"],
+                              ["dns", "192.0.2.53", "good.test"]])
+    assert res[0]["error"] == "NXDOMAIN" and res[1]["error"] == "NXDOMAIN", res
+    denied_fast(res[2], "the upstream asked directly")
+    names = [(l["name"], l["rule"]) for l in audit_lines(audit) if l.get("name")]
+    assert names == [("shared.test", "not_allowed"), ("evil.example", "not_allowed")], names
+    assert {b.get("name") for b in rep["egress_blocked"]} == {"shared.test", "evil.example", None}
+
+
+def test_no_sni_and_ech_are_refused(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    calls = [["resolve", "good.test"], ["tls", "203.0.113.10", 443, "-"], ["ech", "203.0.113.10", 443, "good.test"],
+             ["tcp", "203.0.113.10", 443]]
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    for r, c in zip(res[1:], calls[1:]):
+        reset(r, c)
+    rules = [l["rule"] for l in audit_lines(audit) if l["action"] == "reject"]
+    assert rules == ["no_name", "ech", "no_name"], rules
+
+
+def test_quic_is_refused(egress):
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test"],
+                             [["resolve", "good.test"], ["udp", "203.0.113.10", 443]])
+    denied_fast(res[1], "QUIC to an allowed name's address")
+    assert ("udp", "203.0.113.10", 443) in {(b["proto"], b["dst"], b["port"]) for b in rep["egress_blocked"]}
+
+
+def test_wildcard_entry(egress):
+    calls = [["resolve", "a.wild.test"], ["resolve", "b.a.wild.test"], ["resolve", "wild.test"],
+             ["tls", "203.0.113.11", 443, "a.wild.test"], ["tls", "203.0.113.11", 443, "wild.test"]]
+    res, _ = egress.probes([*NAMES, "--allow-host", "*.wild.test:443"], calls)
+    assert res[0]["reply"] == "203.0.113.11" and res[1]["reply"] == "203.0.113.11", res
+    assert res[2]["error"] == "NXDOMAIN", "the pattern covers the names under it, not itself"
+    connected(res[3], "a name under the pattern")
+    reset(res[4], "the pattern's own name")
+
+
+def test_rotation_and_rebinding_follow_the_ttl(egress, scratch):
+    """Both names answer 203.0.113.10 at first; SWITCH_S seconds later
+    rotate-* moves to 203.0.113.11 and rebind-* to the metadata address.
+    The gate keeps an answer 30 s (TTL 0 is raised to the floor), then asks
+    again: the moved name keeps working on its new address, the rebound
+    one is refused whole and its address stays closed."""
+    tag = uuid.uuid4().hex[:8]
+    rot, reb = f"rotate-{tag}.test", f"rebind-{tag}.test"
+    audit = scratch / "audit.jsonl"
+    p = egress.tools["netprobe"]
+    script = (f"{p} resolve {rot}; {p} resolve {reb}; {p} tls 203.0.113.10 443 {rot}; "
+              f"sleep 31; {p} resolve {rot}; {p} tls 203.0.113.11 443 {rot}; {p} tls 203.0.113.10 443 {rot}; "
+              f"{p} resolve {reb}; {p} tcp 169.254.169.254 443")
+    opts = [*NAMES, "--allow-host", f"{rot},{reb}", "--egress-audit", audit]
+    assert SWITCH_S < 30
+    r, rep = egress.run(opts, ["/bin/sh", "-c", script], timeout=90)
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert [x["reply"] for x in res[:2]] == ["203.0.113.10", "203.0.113.10"], res
+    connected(res[2], "the first answer")
+    assert res[3]["reply"] == "203.0.113.11", "asked again after the TTL: the new address"
+    connected(res[4], "the new address")
+    reset(res[5], "the old address, no longer given")
+    assert res[6]["error"] == "REFUSED", res[6]
+    denied_fast(res[7], "the metadata address")
+    refused = [(l["dst"], l.get("name"), l.get("rule")) for l in audit_lines(audit) if l["action"] == "reject"]
+    assert ("169.254.169.254", reb, "always_deny") in refused, refused
