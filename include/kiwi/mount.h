@@ -14,8 +14,12 @@
  * forked. Every target inside the rootfs is resolved from a rootfs fd with
  * openat2 and refuses symlinks, and every mount is attached through an fd
  * (fsmount/open_tree + move_mount), so a hostile rootfs cannot redirect a
- * mount elsewhere. Ends with the old root detached and cwd at "/". */
-int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err);
+ * mount elsewhere. Ends with the old root detached and cwd at "/", and
+ * *layer holding the root of the writable layer (kiwi/fslayer.h). */
+int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer, kiwi_err *err);
+/* A new, still detached, filesystem instance; opts are key/value pairs
+ * (value "": a flag). */
+int kiwi_mount_new_fs(const char *fstype, const char *const *opts, unsigned attrs, kiwi_err *err);
 
 /* Pieces shared with the OCI runtime's rootfs (src/oci/rootfs.c). name is
  * relative to the mount dirfd is the root of, or absolute with AT_FDCWD. */

@@ -25,6 +25,9 @@ struct kiwi_bind {
 	const char *source;       /* host path */
 	const char *dest;         /* path inside the rootfs */
 	bool read_only;
+	/* Written through the sandbox's layer (kiwi/fslayer.h): counted
+	 * against disk_bytes, its changes handled by ws_mode at the end. */
+	bool layered;
 };
 
 struct kiwi_sandbox_config {
@@ -58,7 +61,8 @@ struct kiwi_sandbox_config {
 
 	uint64_t timeout_ns;      /* wall clock from exec; 0: none */
 	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
-	uint64_t disk_bytes;      /* size of the writable tmpfs mounts; 0: the kernel's default */
+	uint64_t disk_bytes;      /* the writable layer's size; 0: KIWI_FSLAYER_DEFAULT_SIZE */
+	int ws_mode;              /* enum kiwi_ws_mode: what becomes of layered binds' changes */
 
 	/* Any limit set: the sandbox gets a cgroup of its own under
 	 * cgroup_parent (NULL: the default) and starts inside it. */
@@ -110,7 +114,12 @@ struct kiwi_sandbox_result {
 	bool killed_whole;        /* pid 1 itself died by a signal (OOM, external kill) */
 	uint64_t stdout_bytes, stderr_bytes;
 	bool stdout_truncated, stderr_truncated;
-	bool disk_full;           /* /tmp or /dev/shm had no space left at the end */
+	bool disk_full;           /* the writable layer was full at some point */
+	uint64_t disk_used_kib;   /* its peak use */
+	/* ws_mode KIWI_WS_LAYER: the layer (kiwi/fslayer.h), until
+	 * kiwi_sandbox_result_release(). */
+	bool has_layer;
+	int layer_fd;
 	int landlock_abi;         /* enforced Landlock ABI; 0: none (not asked, or no kernel support) */
 	bool has_cgroup;          /* then cgroup_name and cg are set */
 	char cgroup_name[256];

@@ -19,9 +19,11 @@ enum kiwi_sync_type {
 	KIWI_SYNC_AUDIT_FD,       /* init -> parent  before #2: the network audit's
 				   * NFLOG socket rides along (SCM_RIGHTS) */
 	KIWI_SYNC_PTY,            /* init -> parent  #2: the pty master rides along */
+	KIWI_SYNC_LAYER_FD,       /* init -> parent  before #2: the writable layer's
+				   * root rides along (kiwi/fslayer.h) */
 };
 
-#define KIWI_SYNC_DISK_FULL 1u  /* a writable tmpfs had no space left at the end */
+#define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */
 /* MAPS_DONE: kiwi-helper moved pid 1 into its cgroup after clone, so the
  * cgroup namespace made at clone is rooted at the caller's cgroup: pid 1
  * makes a new one, rooted at the sandbox's cgroup. */
@@ -35,6 +37,7 @@ struct kiwi_sync_msg {
 	uint64_t utime_us;        /* EXIT: all reaped processes of the sandbox */
 	uint64_t stime_us;
 	uint32_t flags;           /* EXIT: KIWI_SYNC_DISK_FULL */
+	uint64_t disk_used_kib;   /* EXIT: the writable layer's peak use */
 	kiwi_err err;             /* ERROR */
 };
 

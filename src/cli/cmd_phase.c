@@ -232,7 +232,7 @@ static int open_workspace(struct phase *p, struct run_args *a, kiwi_err *err)
 	if (flock(p->ws_fd, LOCK_EX | LOCK_NB) < 0)
 		return kiwi_error(err, errno, "workspace", "`%s` is in use by another kiwi-run phase",
 				  p->workspace);
-	if (run_args_add_bind(a, p->workspace, p->workspace_dest, false) < 0)
+	if (run_args_add_workspace(a, p->workspace, p->workspace_dest) < 0)
 		return kiwi_error(err, ENOMEM, "workspace", "out of memory");
 	return 0;
 }

@@ -65,6 +65,8 @@ void run_args_defaults(struct run_args *a);
 int run_args_parse(int argc, char **argv, struct run_args *a, const struct run_extra *x);
 void run_args_release(struct run_args *a);
 int run_args_add_bind(struct run_args *a, const char *source, const char *dest, bool read_only);
+/* A bind written through the sandbox's layer (kiwi/fslayer.h). */
+int run_args_add_workspace(struct run_args *a, const char *source, const char *dest);
 int run_args_add_env(struct run_args *a, const char *kv);
 /* --tty: TERM for the session, the caller's (or xterm) unless --env set it. */
 int run_args_tty_env(struct run_args *a);

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "run.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/units.h"
 
 #include <errno.h>
@@ -34,6 +35,7 @@ enum {
 	OPT_STDOUT,
 	OPT_STDERR,
 	OPT_DISK,
+	OPT_WORKSPACE_MODE,
 	OPT_MEMORY,
 	OPT_MEMORY_SWAP,
 	OPT_PIDS,
@@ -71,6 +73,7 @@ static const struct option run_options[] = {
 	{ "stdout", required_argument, NULL, OPT_STDOUT },
 	{ "stderr", required_argument, NULL, OPT_STDERR },
 	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "workspace-mode", required_argument, NULL, OPT_WORKSPACE_MODE },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
 	{ "memory-swap", required_argument, NULL, OPT_MEMORY_SWAP },
 	{ "pids", required_argument, NULL, OPT_PIDS },
@@ -111,7 +114,10 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --hostname NAME       hostname inside (default: kiwi)\n"
 	       "  --cwd DIR             working directory inside (default: /)\n"
 	       "  --env K=V             set a variable (repeatable); nothing else is inherited\n"
-	       "  --bind SRC:DST[:ro]   bind a host path into the sandbox (repeatable)\n"
+	       "  --bind SRC:DST[:ro|:layer]  bind a host path into the sandbox (repeatable);\n"
+	       "                        :layer writes through the sandbox's layer (--disk)\n"
+	       "  --workspace-mode land|discard  what becomes of :layer binds' changes at the\n"
+	       "                        end (default land: applied to the host directory)\n"
 	       "  --rw-root             make the root writable (default: read-only)\n"
 	       "  --preserve-fd N       pass fd N through (repeatable)\n"
 	       "  --verdict FILE        write the JSON verdict to FILE\n"
@@ -130,7 +136,8 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --output-limit-kill   kill the sandbox when a stream passes the limit\n"
 	       "  --stdout FILE         the command's stdout goes to FILE (default: ours)\n"
 	       "  --stderr FILE         the command's stderr goes to FILE (default: ours)\n"
-	       "  --disk SIZE           size of the writable tmpfs mounts (/tmp, /dev/shm)\n"
+	       "  --disk SIZE           bound on everything the sandbox writes: /tmp, /dev/shm,\n"
+	       "                        --rw-root, the workspace (default 1G)\n"
 	       "  --memory SIZE         memory.max of the sandbox's cgroup (swap 0 unless asked)\n"
 	       "  --memory-swap SIZE    memory.swap.max\n"
 	       "  --pids N              pids.max\n"
@@ -222,9 +229,11 @@ static int parse_bind(char *spec, struct kiwi_bind *b)
 	b->source = spec;
 	b->dest = colon + 1;
 	b->read_only = false;
+	b->layered = false;
 	char *mode = strrchr(colon + 1, ':');
-	if (mode && (!strcmp(mode, ":ro") || !strcmp(mode, ":rw"))) {
+	if (mode && (!strcmp(mode, ":ro") || !strcmp(mode, ":rw") || !strcmp(mode, ":layer"))) {
 		b->read_only = !strcmp(mode, ":ro");
+		b->layered = !strcmp(mode, ":layer");
 		*mode = '\0';
 	}
 	return b->dest[0] == '/' ? 0 : -1;
@@ -240,8 +249,16 @@ int run_args_add_bind(struct run_args *a, const char *source, const char *dest, 
 		a->binds = b;
 		a->bind_cap = cap;
 	}
-	a->binds[a->cfg.n_binds++] = (struct kiwi_bind){ source, dest, read_only };
+	a->binds[a->cfg.n_binds++] = (struct kiwi_bind){ source, dest, read_only, false };
 	a->cfg.binds = a->binds;
+	return 0;
+}
+
+int run_args_add_workspace(struct run_args *a, const char *source, const char *dest)
+{
+	if (run_args_add_bind(a, source, dest, false) < 0)
+		return -1;
+	a->binds[a->cfg.n_binds - 1].layered = true;
 	return 0;
 }
 
@@ -330,6 +347,12 @@ static int take_id_option(struct run_args *a, int c, const char *value)
 static int take_checked_option(struct run_args *a, int c, const char *name, const char *value)
 {
 	switch (c) {
+	case OPT_WORKSPACE_MODE:
+		if (!strcmp(value, "land") || !strcmp(value, "discard")) {
+			a->cfg.ws_mode = !strcmp(value, "land") ? KIWI_WS_LAND : KIWI_WS_DISCARD;
+			return 0;
+		}
+		return kiwi_cli_usage_error(a->cmd, "--workspace-mode wants land or discard, got `%s`", value);
 	case OPT_NETWORK:
 		if (strcmp(value, "none") && strcmp(value, "egress") && strcmp(value, "audit"))
 			return kiwi_cli_usage_error(a->cmd, "--network wants none, egress or audit, got `%s`", value);
@@ -350,8 +373,9 @@ static int take_checked_option(struct run_args *a, int c, const char *name, cons
 	case OPT_BIND: {
 		struct kiwi_bind b;
 		if (parse_bind((char *)value, &b) < 0)
-			return kiwi_cli_usage_error(a->cmd, "--bind wants SRC:/DST[:ro], got `%s`", value);
-		if (run_args_add_bind(a, b.source, b.dest, b.read_only) < 0)
+			return kiwi_cli_usage_error(a->cmd, "--bind wants SRC:/DST[:ro|:layer], got `%s`", value);
+		if ((b.layered ? run_args_add_workspace(a, b.source, b.dest)
+			       : run_args_add_bind(a, b.source, b.dest, b.read_only)) < 0)
 			return kiwi_cli_usage_error(a->cmd, "out of memory");
 		return 0;
 	}

@@ -3,6 +3,7 @@
 #include "kiwi/sync.h"
 #include "kiwi/caps.h"
 #include "kiwi/debug.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/landlock.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
@@ -237,30 +238,43 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 	return -1;
 }
 
-/* Whether a writable tmpfs is full now: the one sign of a disk ceiling
+/* The layer's peak use and whether it ever filled, sampled by pid 1 while
+ * the command runs and once more at its end: the one sign of the bound
  * reached that outlives the processes which met ENOSPC. */
-static bool disk_full(void)
+struct disk_watch {
+	int layer;
+	uint64_t peak_kib;
+	bool full;
+};
+
+/* Often enough to catch a fill that a command then cleans up, rarely
+ * enough to cost nothing measurable. */
+#define DISK_SAMPLE_MS 50
+
+static void sample_disk(struct disk_watch *d)
 {
-	static const char *const writable[] = { "/tmp", "/dev/shm" };
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(writable); i++) {
-		struct statfs sf;
-		if (statfs(writable[i], &sf) == 0 && sf.f_blocks > 0 && sf.f_bavail == 0)
-			return true;
-	}
-	return false;
+	uint64_t used;
+	bool full;
+	if (d->layer < 0 || kiwi_fslayer_usage(d->layer, &used, &full) < 0)
+		return;
+	if (used > d->peak_kib)
+		d->peak_kib = used;
+	d->full |= full;
 }
 
-static void report_exit(int sock, int status)
+static void report_exit(int sock, int status, struct disk_watch *d)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_CHILDREN, &ru);
+	sample_disk(d);
 	struct kiwi_sync_msg m = {
 		.type = KIWI_SYNC_EXIT,
 		.value = status,
 		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
 		.utime_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec,
 		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
-		.flags = disk_full() ? KIWI_SYNC_DISK_FULL : 0,
+		.flags = d->full ? KIWI_SYNC_DISK_FULL : 0,
+		.disk_used_kib = d->peak_kib,
 	};
 	kiwi_sync_send(sock, &m);
 }
@@ -268,7 +282,7 @@ static void report_exit(int sock, int status)
 /* Pid 1's job once the command runs: reap every orphan, pass signals on,
  * and leave as soon as the command is gone. Leaving ends the pid
  * namespace, and the kernel kills whatever the command left behind. */
-_Noreturn static void supervise(int sock, pid_t cmd)
+_Noreturn static void supervise(int sock, pid_t cmd, struct disk_watch *disk)
 {
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -282,11 +296,14 @@ _Noreturn static void supervise(int sock, pid_t cmd)
 		pid_t p;
 		while ((p = waitpid(-1, &status, WNOHANG)) > 0)
 			if (p == cmd) {
-				report_exit(sock, status);
+				report_exit(sock, status, disk);
 				_exit(0);
 			}
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		int n = poll(pfd, 2, disk->layer >= 0 ? DISK_SAMPLE_MS : -1);
+		if (n < 0 && errno != EINTR)
 			_exit(1);
+		if (n == 0)
+			sample_disk(disk);
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) > 0)
@@ -338,6 +355,21 @@ static int open_terminal(int sock, struct kiwi_init_args *cmd_args, kiwi_err *er
 	}
 	/* Closed with the rest above stdio once the command has it. */
 	cmd_args->stdin_fd = cmd_args->stdout_fd = cmd_args->stderr_fd = slave;
+	return 0;
+}
+
+/* The layer outlives the sandbox in kiwi-run's hands when a layered bind's
+ * changes are to be landed or kept. */
+static int send_layer(int sock, const struct kiwi_sandbox_config *cfg, int layer, kiwi_err *err)
+{
+	bool layered = false;
+	for (size_t i = 0; i < cfg->n_binds; i++)
+		layered |= cfg->binds[i].layered && !cfg->binds[i].read_only;
+	if (!layered || cfg->ws_mode == KIWI_WS_DISCARD)
+		return 0;
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_LAYER_FD };
+	if (kiwi_sync_send_fd(sock, &m, layer) < 0)
+		return kiwi_error(err, errno, "sync", "cannot pass the writable layer to kiwi-run");
 	return 0;
 }
 
@@ -442,7 +474,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	if (cfg->net_audit)
 		KIWI_DEBUG(dbg, "init", t, "net-audit", "packets out are logged and refused");
 	t = KIWI_DEBUG_NOW(dbg);
-	if (kiwi_mount_rootfs(cfg, &err) < 0)
+	struct disk_watch disk = { .layer = -1 };
+	if (kiwi_mount_rootfs(cfg, &disk.layer, &err) < 0 || send_layer(sock, cfg, disk.layer, &err) < 0)
 		goto fail;
 	KIWI_DEBUG(dbg, "init", t, "mount", "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs,
 		   cfg->rw_root ? "rw" : "ro", cfg->n_binds);
@@ -482,11 +515,12 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 
 	/* From now on pid 1 holds no fd but the sync socket: its stdio, which
 	 * may be the caller's terminal, becomes /dev/null. */
-	if (close_fds_except(NULL, 0, &sock, 1, &err) < 0 || drop_stdio(&err) < 0) {
+	const int kept[] = { sock, disk.layer };
+	if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0) {
 		kill(cmd, SIGKILL);
 		goto fail;
 	}
-	supervise(sock, cmd);
+	supervise(sock, cmd, &disk);
 
 fail:
 	m = (struct kiwi_sync_msg){ .type = KIWI_SYNC_ERROR, .err = err };

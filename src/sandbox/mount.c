@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/mount.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,14 +96,14 @@ int kiwi_mount_ensure(int rootfd, const char *path, unsigned flags, const char *
 	return TAKE_FD(parent);
 }
 
-/* A new, still detached, filesystem instance; opts are key/value pairs. */
-static int new_fs(const char *fstype, const char *const *opts, unsigned attrs, kiwi_err *err)
+int kiwi_mount_new_fs(const char *fstype, const char *const *opts, unsigned attrs, kiwi_err *err)
 {
 	_cleanup_close_ int fsfd = fsopen(fstype, FSOPEN_CLOEXEC);
 	if (fsfd < 0)
 		return kiwi_error(err, errno, "mount", "cannot open a %s filesystem", fstype);
 	for (; opts && opts[0]; opts += 2)
-		if (fsconfig(fsfd, FSCONFIG_SET_STRING, opts[0], opts[1], 0) < 0)
+		if ((opts[1][0] ? fsconfig(fsfd, FSCONFIG_SET_STRING, opts[0], opts[1], 0)
+				: fsconfig(fsfd, FSCONFIG_SET_FLAG, opts[0], NULL, 0)) < 0)
 			return kiwi_error(err, errno, "mount", "%s rejects %s=%s", fstype, opts[0], opts[1]);
 	if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return kiwi_error(err, errno, "mount", "cannot create a %s filesystem", fstype);
@@ -120,18 +121,6 @@ static int attach(int mntfd, int dirfd, const char *name, const char *what, kiwi
 	if (move_mount(mntfd, "", dirfd, name, flags) < 0)
 		return kiwi_error(err, errno, "mount", "cannot attach %s", what);
 	return 0;
-}
-
-static int mount_fs_at(int rootfd, const char *path, const char *fstype, const char *const *opts,
-		       unsigned attrs, kiwi_err *err)
-{
-	_cleanup_close_ int target = kiwi_mount_ensure(rootfd, path, KIWI_ENSURE_DIR, "mount point", err);
-	if (target < 0)
-		return -1;
-	_cleanup_close_ int mfd = new_fs(fstype, opts, attrs, err);
-	if (mfd < 0)
-		return -1;
-	return attach(mfd, target, "", path, err);
 }
 
 /* The host's nodes that a sandbox gets, and what each must be. */
@@ -216,8 +205,9 @@ int kiwi_mount_host_nodes(int devfd, kiwi_err *err)
 }
 
 /* A /dev of our own: a small tmpfs holding binds of the harmless host
- * nodes, a private devpts instance and /dev/shm; read-only afterwards. */
-static int mount_dev(int rootfd, const char *size, kiwi_err *err)
+ * nodes, a private devpts instance and /dev/shm (shm: a directory of the
+ * writable layer); read-only afterwards. */
+static int mount_dev(int rootfd, int shm, kiwi_err *err)
 {
 	static const char *const dev_opts[] = { "mode", "0755", "size", "256k", NULL };
 	/* Every devpts mount is a new instance since Linux 4.7. No gid=: a
@@ -226,7 +216,6 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 	 * would fail. ptmxmode 0666: --tty's pid 1 opens pts/ptmx after
 	 * dropping its capabilities. */
 	static const char *const pts_opts[] = { "ptmxmode", "0666", "mode", "0620", NULL };
-	const char *const shm_opts[] = { "mode", "1777", size ? "size" : NULL, size, NULL };
 	static const char *const links[][2] = {
 		{ "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
 		{ "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
@@ -235,19 +224,20 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 	_cleanup_close_ int target = kiwi_mount_ensure(rootfd, "/dev", KIWI_ENSURE_DIR, "mount point", err);
 	if (target < 0)
 		return -1;
-	_cleanup_close_ int dev = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+	_cleanup_close_ int dev = kiwi_mount_new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
 	if (dev < 0 || attach(dev, target, "", "/dev", err) < 0)
 		return -1;
 	if (kiwi_mount_host_nodes(dev, err) < 0)
 		return -1;
 	if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
 		return kiwi_error(err, errno, "mount", "cannot create /dev/pts or /dev/shm");
-	_cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+	_cleanup_close_ int pts = kiwi_mount_new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
 	if (pts < 0 || attach(pts, dev, "pts", "/dev/pts", err) < 0)
 		return -1;
-	_cleanup_close_ int shm = new_fs("tmpfs", shm_opts,
-					 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
-	if (shm < 0 || attach(shm, dev, "shm", "/dev/shm", err) < 0)
+	struct mount_attr noexec = { .attr_set = MOUNT_ATTR_NOEXEC };
+	if (mount_setattr(shm, "", AT_EMPTY_PATH, &noexec, sizeof(noexec)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make /dev/shm noexec");
+	if (attach(shm, dev, "shm", "/dev/shm", err) < 0)
 		return -1;
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(links); i++)
 		if (symlinkat(links[i][1], dev, links[i][0]) < 0)
@@ -258,10 +248,31 @@ static int mount_dev(int rootfd, const char *size, kiwi_err *err)
 	return 0;
 }
 
-static int mount_bind(int rootfd, const struct kiwi_bind *b, kiwi_err *err)
+/* A layered bind: an overlay of the source with its upper directory in the
+ * layer, so that its writes count against the one bound and reach the host
+ * only when kiwi-run lands them. */
+static int layered_tree(int layer, size_t index, const char *source, kiwi_err *err)
 {
-	_cleanup_close_ int tree = open_tree(AT_FDCWD, b->source,
-					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	char name[32];
+	snprintf(name, sizeof(name), "bind%zu", index);
+	_cleanup_close_ int lower = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (lower < 0)
+		return kiwi_error(err, errno, "bind", "cannot use bind source `%s` (a layered bind is a directory)",
+				  source);
+	_cleanup_close_ int work = -1;
+	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, name, &work, err);
+	if (upper < 0)
+		return -1;
+	return kiwi_fslayer_overlay(upper, work, lower, err);
+}
+
+static int mount_bind(int rootfd, int layer, size_t index, const struct kiwi_bind *b, kiwi_err *err)
+{
+	_cleanup_close_ int tree = b->layered && !b->read_only
+		? layered_tree(layer, index, b->source, err)
+		: open_tree(AT_FDCWD, b->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (tree < 0 && err->step[0])
+		return -1;
 	if (tree < 0)
 		return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", b->source);
 	struct mount_attr attr = {
@@ -360,7 +371,7 @@ int kiwi_mount_mask(int mntfd, const char *name, struct kiwi_mask_source *src, k
 		return errno == ENOENT ? 0 : kiwi_error(err, errno, "mount", "cannot stat `%s`", name);
 	if (!S_ISDIR(st.st_mode))
 		return mask_file(mntfd, name, src, err);
-	_cleanup_close_ int tree = new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+	_cleanup_close_ int tree = kiwi_mount_new_fs("tmpfs", empty_opts, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
 					  MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
 	if (tree < 0)
 		return -1;
@@ -405,10 +416,10 @@ static int mount_proc_and_sys(int rootfd, kiwi_err *err)
 	_cleanup_close_ int proc_target = kiwi_mount_ensure(rootfd, "/proc", KIWI_ENSURE_DIR, "mount point", err);
 	if (proc_target < 0)
 		return -1;
-	_cleanup_close_ int proc = new_fs("proc", NULL, hardened, err);
+	_cleanup_close_ int proc = kiwi_mount_new_fs("proc", NULL, hardened, err);
 	if (proc < 0 || attach(proc, proc_target, "", "/proc", err) < 0)
 		return -1;
-	_cleanup_close_ int sys = new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, NULL);
+	_cleanup_close_ int sys = kiwi_mount_new_fs("sysfs", NULL, hardened | MOUNT_ATTR_RDONLY, NULL);
 	if (sys >= 0) {
 		_cleanup_close_ int target = kiwi_mount_ensure(rootfd, "/sys", KIWI_ENSURE_DIR, "mount point", err);
 		if (target < 0 || attach(sys, target, "", "/sys", err) < 0)
@@ -417,39 +428,119 @@ static int mount_proc_and_sys(int rootfd, kiwi_err *err)
 	return harden_proc_and_sys(proc, sys, err);
 }
 
-int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+/* Makes path, when the rootfs lacks it, in the layer's upper directory
+ * before the overlay is mounted: the shared rootfs is never written, and a
+ * rootfs the sandbox cannot write (root's, in a rootless run) still gets
+ * its mount points. Anything odd on the way (a symlink, a file where a
+ * directory should be) is left for kiwi_mount_ensure() to report. */
+static int prepare_mount_point(int lower, int upper, const char *path, bool dir, kiwi_err *err)
 {
-	/* --disk bounds every writable tmpfs; the rootfs itself stays
-	 * read-only or, with --rw-root, is the caller's own directory. */
-	char size[32];
-	if (cfg->disk_bytes)
-		snprintf(size, sizeof(size), "%llu", (unsigned long long)cfg->disk_bytes);
-	const char *const tmp_opts[] = { "mode", "1777", cfg->disk_bytes ? "size" : NULL, size, NULL };
+	int probe = open_in_root(lower, path, 0, O_PATH);
+	if (probe >= 0 || errno != ENOENT) {
+		if (probe >= 0)
+			close(probe);
+		return 0;
+	}
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return kiwi_error(err, ENAMETOOLONG, "mount", "mount point `%s` is too long", path);
+	_cleanup_close_ int l = fcntl(lower, F_DUPFD_CLOEXEC, 3);
+	_cleanup_close_ int u = fcntl(upper, F_DUPFD_CLOEXEC, 3);
+	char *save = NULL;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, ".") || !strcmp(c, ".."))
+			return 0;
+		bool last = !save || !*save || strspn(save, "/") == strlen(save);
+		struct stat st;
+		bool in_lower = l >= 0 && fstatat(l, c, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (in_lower && !S_ISDIR(st.st_mode))
+			return 0;
+		if (!last || dir) {
+			if (mkdirat(u, c, in_lower ? st.st_mode & 07777 : 0755) < 0 && errno != EEXIST)
+				return kiwi_error(err, errno, "mount", "cannot make mount point `%s` in the layer", path);
+		} else {
+			int f = openat(u, c, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (f < 0)
+				return kiwi_error(err, errno, "mount", "cannot make mount point `%s` in the layer", path);
+			close(f);
+			return 0;
+		}
+		int nl = in_lower ? openat(l, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		int nu = openat(u, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(TAKE_FD(l));
+		close(TAKE_FD(u));
+		l = nl;
+		u = nu;
+		if (u < 0)
+			return kiwi_error(err, errno, "mount", "cannot open mount point `%s` in the layer", path);
+	}
+	return 0;
+}
 
+static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, int lower, int upper, kiwi_err *err)
+{
+	static const char *const fixed[] = { "/proc", "/sys", "/dev", "/tmp" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fixed); i++)
+		if (prepare_mount_point(lower, upper, fixed[i], true, err) < 0)
+			return -1;
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		struct stat st;
+		if (stat(cfg->binds[i].source, &st) < 0)
+			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", cfg->binds[i].source);
+		if (prepare_mount_point(lower, upper, cfg->binds[i].dest, S_ISDIR(st.st_mode), err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The root: an overlay of the shared, never written rootfs with the
+ * layer's root/upper. The layer itself goes over the rootfs's directory,
+ * the overlay over the layer; pivot_root detaches both from view. */
+static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, int dirfd, int layer, kiwi_err *err)
+{
+	_cleanup_close_ int work = -1;
+	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, "root", &work, err);
+	if (upper < 0 || prepare_mount_points(cfg, dirfd, upper, err) < 0)
+		return -1;
+	_cleanup_close_ int rootfd = kiwi_fslayer_overlay(upper, work, dirfd, err);
+	if (rootfd < 0 || attach(rootfd, layer, "", "the rootfs", err) < 0)
+		return -1;
+	struct mount_attr private = { .propagation = MS_PRIVATE };
+	if (mount_setattr(rootfd, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make the rootfs private");
+	return TAKE_FD(rootfd);
+}
+
+int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiwi_err *err)
+{
 	/* The rootfs path is resolved once; from then on everything goes
-	 * through fds, so swapping the directory midway redirects nothing.
-	 * It becomes a mount of its own, which pivot_root needs, and private,
-	 * so that nothing propagates from it to the host or back. */
+	 * through fds, so swapping the directory midway redirects nothing. */
 	_cleanup_close_ int dirfd = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
-	_cleanup_close_ int rootfd = open_tree(dirfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-					       AT_RECURSIVE | AT_EMPTY_PATH);
-	if (rootfd < 0)
-		return kiwi_error(err, errno, "mount", "cannot clone the rootfs `%s`", cfg->rootfs);
+	_cleanup_close_ int layer = kiwi_fslayer_create(cfg->disk_bytes ? cfg->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE,
+							dirfd, err);
+	if (layer < 0)
+		return -1;
 	struct mount_attr private = { .propagation = MS_PRIVATE };
-	if (mount_setattr(rootfd, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0)
-		return kiwi_error(err, errno, "mount", "cannot make the rootfs `%s` private", cfg->rootfs);
-	if (attach(rootfd, dirfd, "", "the rootfs", err) < 0)
+	if (mount_setattr(layer, "", AT_EMPTY_PATH, &private, sizeof(private)) < 0)
+		return kiwi_error(err, errno, "mount", "cannot make the writable layer private");
+	_cleanup_close_ int rootfd = mount_root_overlay(cfg, dirfd, layer, err);
+	if (rootfd < 0 || mount_proc_and_sys(rootfd, err) < 0)
 		return -1;
-
-	if (mount_proc_and_sys(rootfd, err) < 0 || mount_dev(rootfd, cfg->disk_bytes ? size : NULL, err) < 0)
+	_cleanup_close_ int shm = kiwi_fslayer_subdir(layer, "shm", 01777, err);
+	if (shm < 0 || mount_dev(rootfd, shm, err) < 0)
 		return -1;
-	if (mount_fs_at(rootfd, "/tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
+	_cleanup_close_ int tmp = kiwi_fslayer_subdir(layer, "tmp", 01777, err);
+	_cleanup_close_ int tmp_target = tmp < 0 ? -1 : kiwi_mount_ensure(rootfd, "/tmp", KIWI_ENSURE_DIR, "mount point", err);
+	if (tmp_target < 0 || attach(tmp, tmp_target, "", "/tmp", err) < 0)
 		return -1;
 	for (size_t i = 0; i < cfg->n_binds; i++)
-		if (mount_bind(rootfd, &cfg->binds[i], err) < 0)
+		if (mount_bind(rootfd, layer, i, &cfg->binds[i], err) < 0)
 			return -1;
-	return kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
-				err);
+	if (kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
+			     err) < 0)
+		return -1;
+	*layer_out = TAKE_FD(layer);
+	return 0;
 }

@@ -6,6 +6,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/debug.h"
 #include "kiwi/egress.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/helper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
@@ -121,6 +122,7 @@ struct follow {
 	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
 	pid_t pid;                /* the sandbox's init */
 	int audit_fd;             /* the network audit's log; -1: none */
+	int layer_fd;             /* the writable layer, when binds are layered; else -1 */
 	int master;               /* --tty: the pty's master, from the sandbox; else -1 */
 	struct kiwi_term term;    /* --tty: the caller's terminal, raw while the session runs */
 	struct kiwi_pty_input in; /* --tty: our stdin to the master */
@@ -235,6 +237,7 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		res->cpu_user_us = m->utime_us;
 		res->cpu_sys_us = m->stime_us;
 		res->disk_full = m->flags & KIWI_SYNC_DISK_FULL;
+		res->disk_used_kib = m->disk_used_kib;
 		KIWI_DEBUG(f->cfg->debug, "run", 0, "exit", "the command ended: %s %d (sync #3)",
 			   res->signal ? "signal" : "status", res->signal ? res->signal : res->exit_code);
 		break;
@@ -328,6 +331,8 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 		f->audit_fd = TAKE_FD(fd);
 	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_PTY)
 		on_pty(f, TAKE_FD(fd));
+	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_LAYER_FD && f->layer_fd < 0)
+		f->layer_fd = TAKE_FD(fd);
 	if (fd >= 0)
 		close(fd);
 	return r;
@@ -549,6 +554,35 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	return f->failed ? -1 : 0;
 }
 
+/* The sandbox is gone (pid 1 and so every process of its namespace): its
+ * layered binds' changes land on the host, or the layer is kept for the
+ * caller (KIWI_WS_LAYER, until kiwi_sandbox_result_release). */
+static int end_layer(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res, int layer,
+		     kiwi_err *err)
+{
+	if (cfg->ws_mode == KIWI_WS_LAYER) {
+		res->layer_fd = layer;
+		res->has_layer = true;
+		return 0;
+	}
+	_cleanup_close_ int owned = layer;
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		const struct kiwi_bind *b = &cfg->binds[i];
+		if (!b->layered || b->read_only)
+			continue;
+		char name[32];
+		snprintf(name, sizeof(name), "bind%zu", i);
+		_cleanup_close_ int dest = open(b->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dest < 0)
+			return kiwi_error(err, errno, "workspace", "cannot open `%s` to land the changes", b->source);
+		if (kiwi_fslayer_land(owned, name, dest, err) < 0)
+			return -1;
+		KIWI_DEBUG(cfg->debug, "run", t, "land", "changes to %s landed on %s", b->dest, b->source);
+	}
+	return 0;
+}
+
 static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
 			    struct kiwi_cgroup *cg, kiwi_err *err);
 
@@ -558,7 +592,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 {
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
 			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1,
-			    .master = -1 };
+			    .master = -1, .layer_fd = -1 };
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (cfg->tty) {
 		/* The pty merges stdout and stderr: one stream, counted as
@@ -601,7 +635,9 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 
 	kiwi_output_close(&f.out);
 	kiwi_output_close(&f.errout);
-	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master };
+	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), err) < 0)
+		r = -1;
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -706,6 +742,9 @@ static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_s
 
 int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err)
 {
+	if (res->has_layer)
+		close(res->layer_fd);
+	res->has_layer = false;
 	struct kiwi_egress *e = TAKE_PTR(res->egress);
 	int r = kiwi_helper_stop(TAKE_PTR(res->helper), err);
 	if (e && kiwi_egress_teardown(e, r < 0 ? NULL : err) < 0)

@@ -96,6 +96,8 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	write_bool_key(w, "stderr_truncated", r->stderr_truncated);
 	write_bool_key(w, "output_limit_hit", r->output_limit_hit);
 	write_bool_key(w, "disk_full", r->disk_full);
+	kiwi_jw_key(w, "disk_used_kib");
+	r->started ? kiwi_jw_int(w, (long long)r->disk_used_kib) : kiwi_jw_null(w);
 	write_cgroup(w, r);
 	kiwi_jw_key(w, "landlock_abi");
 	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);

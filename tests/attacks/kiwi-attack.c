@@ -335,6 +335,12 @@ static int cmd_handle(void)
 	errno = 0;
 	long rc = syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &h.fh, &mnt, 0);
 	report("name-to-handle-root", rc, errno, NULL);
+	/* The root is an overlay, which gives no handles at all; /tmp's
+	 * tmpfs does, so the control without seccomp has a call to see. */
+	h.fh.handle_bytes = sizeof(h.buf);
+	errno = 0;
+	long tmp_rc = syscall(SYS_name_to_handle_at, AT_FDCWD, "/tmp", &h.fh, &mnt, 0);
+	report("name-to-handle-tmp", tmp_rc, errno, NULL);
 	int rootfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rc == 0)
 		report_fd("open-by-handle-root", (int)syscall(SYS_open_by_handle_at, rootfd, &h.fh, O_RDONLY), NULL);

@@ -44,7 +44,7 @@ def _controls():
                      else (None, f"kernel.io_uring_disabled={uring_off}")),
         "perf": ((["perf-self"], None) if paranoid is not None and paranoid <= 2
                  else (None, f"kernel.perf_event_paranoid={paranoid}")),
-        "handle": (["name-to-handle-root"], None),
+        "handle": (["name-to-handle-tmp"], None),
         "module": (None, "modules need CAP_SYS_MODULE in the host's user namespace"),
         "sockets": (None, "raw sockets need CAP_NET_RAW, which the sandbox dropped"),
     }

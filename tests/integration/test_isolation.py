@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import CANARY, DEFAULT_PATH, explain
+from conftest import manifest, CANARY, DEFAULT_PATH, explain
 
 ZERO_CAPS = "0000000000000000"
 
@@ -327,12 +327,16 @@ def test_root_read_only(kiwi):
 
 
 def test_rw_root(kiwi):
+    """--rw-root writes into the sandbox's own layer: readable inside, never
+    in the rootfs directory, gone with the sandbox."""
     root = kiwi.rootfs_copy()
-    res = kiwi.probe("write", "/newfile", "written inside\n", opts=["--rw-root"], rootfs=root)
-    assert res["ok"], res
-    assert (root / "newfile").read_text() == "written inside\n"
-    st = (root / "newfile").stat()
-    assert (st.st_uid, st.st_gid) == (kiwi.uid, kiwi.gid)
+    before = manifest(root)
+    r = kiwi.sh("echo written inside > /newfile && cat /newfile", opts=["--rw-root"], rootfs=root)
+    assert r.returncode == 0 and r.stdout == "written inside\n", explain(r)
+    assert not (root / "newfile").exists()
+    assert manifest(root) == before
+    r = kiwi.sh("test -e /newfile", opts=["--rw-root"], rootfs=root)
+    assert r.returncode == 1, explain(r)
 
 
 def test_tmp_is_writable_tmpfs(kiwi):
