@@ -800,6 +800,33 @@ static int parse_devices(struct parser *p, const kiwi_json *v)
 	return 0;
 }
 
+/* A sysctl is written in the container's /proc/sys, but most are global:
+ * only those of a namespace the container has apart from the host may be
+ * set (the list runc allows), never the host's through a shared one. */
+static int check_sysctl_ns(struct parser *p, const char *key)
+{
+	static const char *const ipc[] = { "kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem",
+					   "kernel.shmall", "kernel.shmmax", "kernel.shmmni", "kernel.shm_rmid_forced" };
+	uint64_t own = p->c->new_ns | p->c->join_ns;
+	if (!strcmp(key, "kernel.hostname") || !strcmp(key, "kernel.domainname"))
+		return bad(p, "linux.sysctl", "`%s` is refused: set `%s` in config.json instead", key,
+			   key[7] == 'h' ? "hostname" : "domainname");
+	if (!strncmp(key, "net.", 4)) {
+		if (!(own & CLONE_NEWNET))
+			return bad(p, "linux.sysctl", "`%s` needs a network namespace of the container's own", key);
+		return 0;
+	}
+	bool is_ipc = !strncmp(key, "fs.mqueue.", 10);
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(ipc); i++)
+		is_ipc |= !strcmp(key, ipc[i]);
+	if (!is_ipc)
+		return bad(p, "linux.sysctl", "`%s` is not in a namespace of the container's own: it would change the host",
+			   key);
+	if (!(own & CLONE_NEWIPC))
+		return bad(p, "linux.sysctl", "`%s` needs an ipc namespace of the container's own", key);
+	return 0;
+}
+
 static int parse_sysctl(struct parser *p, const kiwi_json *v)
 {
 	struct kiwi_oci_config *c = p->c;
@@ -817,6 +844,8 @@ static int parse_sysctl(struct parser *p, const kiwi_json *v)
 		/* A key becomes a path under /proc/sys: no way out of it. */
 		if (!key[0] || strstr(key, "..") || strchr(key, '/') || key[0] == '.')
 			return bad(p, "linux.sysctl", "`%s` is not a sysctl name", key);
+		if (check_sysctl_ns(p, key) < 0)
+			return -1;
 		c->sysctl[2 * i] = key;
 		c->sysctl[2 * i + 1] = val;
 		c->n_sysctl++;

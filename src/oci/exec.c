@@ -246,7 +246,7 @@ static int become_process(struct exec_ctx *c, char *prog, size_t len, kiwi_err *
 	/* Without no_new_privs the filter goes on while we may still load it. */
 	if (c->seccomp && !p->no_new_privileges && kiwi_seccomp_load(c->seccomp, err) < 0)
 		return -1;
-	if (kiwi_oci_become_user(p, setgroups_allowed(), err) < 0)
+	if (kiwi_oci_env_with_home(p, &c->p.env, err) < 0 || kiwi_oci_become_user(p, setgroups_allowed(), err) < 0)
 		return -1;
 	if (chdir(p->cwd) < 0)
 		return kiwi_error(err, errno, "cwd", "cannot enter working directory `%s`", p->cwd);

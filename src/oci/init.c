@@ -116,7 +116,7 @@ static int creation_hooks(const struct oci_init_args *a, kiwi_err *err)
 }
 
 /* After pivot_root: the process as config.json describes it. */
-static int become_process(const struct oci_init_args *a, struct kiwi_mask_source *masks, char *prog, size_t len,
+static int become_process(struct oci_init_args *a, struct kiwi_mask_source *masks, char *prog, size_t len,
 			  kiwi_err *err)
 {
 	const struct kiwi_oci_config *cfg = a->cfg;
@@ -139,6 +139,8 @@ static int become_process(const struct oci_init_args *a, struct kiwi_mask_source
 	/* Without no_new_privs an unprivileged process may not load a filter,
 	 * so then it goes on before the uid changes (as runc does). */
 	if (a->seccomp && !p->no_new_privileges && kiwi_seccomp_load(a->seccomp, err) < 0)
+		return -1;
+	if (kiwi_oci_env_with_home(p, &a->env, err) < 0)
 		return -1;
 	bool may_setgroups = !(cfg->new_ns & CLONE_NEWUSER) || geteuid() == 0;
 	if (kiwi_oci_become_user(p, may_setgroups && a->may_setgroups, err) < 0)
@@ -174,7 +176,7 @@ _Noreturn static void await_start(const struct oci_init_args *a, int fifo_path, 
 		goto fail;
 	if (a->seccomp && a->cfg->process.no_new_privileges && kiwi_seccomp_load(a->seccomp, &err) < 0)
 		goto fail;
-	execve(prog, a->cfg->process.args, a->cfg->process.env);
+	execve(prog, a->cfg->process.args, a->env);
 	kiwi_error(&err, errno, "exec", "cannot execute `%s`", prog);
 fail:;
 	char text[1024];

@@ -44,6 +44,7 @@ struct oci_init_args {
 	/* Set by the init: */
 	const char *state_json;    /* the state the hooks get on stdin */
 	bool may_setgroups;        /* the user namespace allows setgroups */
+	char **env;                /* process.env with HOME */
 };
 
 _Noreturn void kiwi_oci_init_main(const struct oci_init_args *a);
@@ -59,6 +60,8 @@ int kiwi_oci_finish_rootfs(const struct kiwi_oci_config *cfg, struct kiwi_mask_s
 /* process.c: rlimits, user, capabilities, in the init. */
 int kiwi_oci_set_rlimits(const struct kiwi_oci_process *p, kiwi_err *err);
 int kiwi_oci_become_user(const struct kiwi_oci_process *p, bool may_setgroups, kiwi_err *err);
+/* process.env, with HOME from the container's /etc/passwd when it has none. */
+int kiwi_oci_env_with_home(const struct kiwi_oci_process *p, char ***env, kiwi_err *err);
 /* The program's path, looked up in process.env's PATH like execvp. */
 int kiwi_oci_find_program(const struct kiwi_oci_process *p, char *out, size_t len, kiwi_err *err);
 /* A pty for the process: the master goes over the console socket, the

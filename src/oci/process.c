@@ -4,6 +4,8 @@
  * exec.fifo. */
 #include "oci_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
+#include "kiwi/passwd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,6 +126,35 @@ static const char *env_path(char *const *env)
 		if (!strncmp(*env, "PATH=", 5))
 			return *env + 5;
 	return DEFAULT_PATH;
+}
+
+/* HOME, when process.env has none: the user's home from the container's
+ * /etc/passwd, else "/", as runc sets it. Read in the container, after
+ * pivot_root and before the uid changes (passwd may be root's alone).
+ * Called just before execve: what it allocates is never freed. */
+int kiwi_oci_env_with_home(const struct kiwi_oci_process *p, char ***env, kiwi_err *err)
+{
+	size_t n = 0;
+	*env = p->env;
+	for (; p->env[n]; n++)
+		if (!strncmp(p->env[n], "HOME=", 5))
+			return 0;
+	char home[4096] = "/";
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	_cleanup_close_ int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	kiwi_err ignored;
+	if (fd >= 0 && kiwi_read_bounded(fd, 4u << 20, "/etc/passwd", &text, &len, &ignored) == 0 &&
+	    !kiwi_passwd_home(text, len, p->uid, home, sizeof(home)))
+		snprintf(home, sizeof(home), "/");
+	char **more = calloc(n + 2, sizeof(*more));
+	if (!more || asprintf(&more[n], "HOME=%s", home) < 0) {
+		free(more);
+		return kiwi_error(err, ENOMEM, "env", "cannot allocate the environment");
+	}
+	memcpy(more, p->env, n * sizeof(*more));
+	*env = more;
+	return 0;
 }
 
 static bool executable(const char *path)

@@ -226,6 +226,13 @@ int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootf
 	for (size_t i = 0; i < cfg->n_devices; i++)
 		if (add_device(rootfd, &cfg->devices[i], in_userns, err) < 0)
 			return -1;
+	/* A missing working directory is made, as runc makes it: before
+	 * pivot_root makes the root read-only. */
+	if (cfg->has_process) {
+		_cleanup_close_ int cwd = ensure_in_root(rootfd, cfg->process.cwd, true, err);
+		if (cwd < 0)
+			return kiwi_error_wrap(err, "process.cwd");
+	}
 	*rootfd_out = TAKE_FD(rootfd);
 	return 0;
 }

@@ -135,3 +135,40 @@ def test_user_namespace_seen_from_host(rt, bundle):
     gids = next(line for line in status.splitlines() if line.startswith("Gid:")).split()[1:]
     assert uids == ["200005"] * 4
     assert gids == ["200006"] * 4
+
+
+def _without_ns(bundle, kind):
+    bundle.linux["namespaces"] = [n for n in bundle.linux["namespaces"] if n["type"] != kind]
+
+
+def test_sysctl_in_its_namespace(rt, bundle):
+    """net.* needs the container's network namespace, kernel.shm*/msg*/sem and
+    fs.mqueue.* its ipc namespace; set there, the container sees them."""
+    bundle.linux["sysctl"] = {"net.ipv4.ip_forward": "1", "kernel.shmmni": "1234",
+                              "fs.mqueue.msg_max": "17"}
+    r = rt.run(bundle.args("cat=/proc/sys/net/ipv4/ip_forward", "cat=/proc/sys/kernel/shmmni",
+                           "cat=/proc/sys/fs/mqueue/msg_max"))
+    assert r.rc == 0, r
+    assert [d["data"].strip() for d in r.lines if d.get("step") == "cat"] == ["1", "1234", "17"]
+
+
+@pytest.mark.parametrize("key, ns", [("net.ipv4.ip_forward", "network"),
+                                     ("kernel.shmmax", "ipc"), ("fs.mqueue.msg_max", "ipc")])
+def test_sysctl_without_its_namespace_refused(rt, bundle, key, ns):
+    """A namespaced sysctl where the container shares the host's namespace
+    would change the host: refused."""
+    _without_ns(bundle, ns)
+    control(rt, bundle)
+    # The host's own value: a runtime that wrongly accepts it changes nothing.
+    with open("/proc/sys/" + key.replace(".", "/")) as f:
+        bundle.linux["sysctl"] = {key: f.read().strip()}
+    r = rt.run(bundle.args("report"))
+    assert r.rc != 0 and not r.lines, r
+
+
+def test_sysctl_hostname_refused(rt, bundle):
+    """kernel.hostname conflicts with config.json's hostname: refused."""
+    control(rt, bundle)
+    bundle.linux["sysctl"] = {"kernel.hostname": bundle.config["hostname"]}
+    r = rt.run(bundle.args("report"))
+    assert r.rc != 0 and not r.lines, r

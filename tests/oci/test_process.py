@@ -30,6 +30,33 @@ def test_cwd(rt, bundle):
     assert r.report()["cwd"] == "/dev/shm"
 
 
+def test_cwd_created_when_missing(rt, bundle):
+    """A working directory the rootfs lacks is made (here on the
+    container's own /tmp, so the shared rootfs stays as it is)."""
+    bundle.process["cwd"] = "/tmp/not/yet"
+    r = rt.run(bundle.args("report", "stat=/tmp/not/yet"))
+    assert r.rc == 0, r
+    assert r.report()["cwd"] == "/tmp/not/yet"
+
+
+def test_home_from_passwd(rt, bundle):
+    """Without HOME in process.env, HOME is the user's home in the
+    container's /etc/passwd, for the init and for exec."""
+    bundle.process["user"] = {"uid": 65534, "gid": 65534}
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    assert "HOME=/nonexistent" in r.report()["env"], r.report()["env"]
+    from test_lifecycle import waiting
+    bundle.process["user"] = {"uid": 0, "gid": 0}
+    cid, _ = waiting(rt, bundle)
+    r = rt.cmd("exec", "--user", "65534:65534", cid, "/usr/local/bin/oci-probe", "report")
+    assert r.rc == 0, r
+    assert "HOME=/nonexistent" in r.report()["env"], r.report()["env"]
+    r = rt.cmd("exec", cid, "/usr/local/bin/oci-probe", "report")
+    assert r.rc == 0, r
+    assert "HOME=/root" in r.report()["env"], r.report()["env"]
+
+
 def test_user_uid_gid(rt, bundle):
     bundle.process["user"] = {"uid": 1234, "gid": 5678}
     r = rt.run(bundle.args("report"))

@@ -280,6 +280,11 @@ Test(oci_config, refusals_name_the_field)
 	refused("{" BASE ",\"hostname\":\"h\",\"linux\":{\"namespaces\":[{\"type\":\"mount\"}]}}",
 		"needs a new uts namespace");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"../../etc\":\"x\"}}}", "not a sysctl name");
+	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "needs a network namespace");
+	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"kernel.shmmax\":\"1\"}}}", "needs an ipc namespace");
+	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"fs.mqueue.msg_max\":\"1\"}}}", "needs an ipc namespace");
+	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"kernel.hostname\":\"x\"}}}", "set `hostname`");
+	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"vm.swappiness\":\"1\"}}}", "would change the host");
 	refused("{" BASE "," LINUX_NS ",\"resources\":{\"cpu\":{\"cpus\":\"0-1\"}}}}", "linux.resources.cpu.cpus");
 	refused("{" BASE "," LINUX_NS ",\"resources\":{\"hugepageLimits\":[{\"pageSize\":\"2MB\",\"limit\":1}]}}}",
 		"hugepageLimits");

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /etc/passwd of a container image, read by hand: the C library's lookup
+ * would load NSS modules, and a container's must never run in a runtime. */
+#ifndef KIWI_PASSWD_H
+#define KIWI_PASSWD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The home directory of the first entry with uid in the passwd text (len
+ * bytes, not NUL-terminated), copied to out; false when none is usable
+ * (no such uid, an empty or relative home, one that does not fit). */
+bool kiwi_passwd_home(const char *text, size_t len, uint32_t uid, char *out, size_t out_len);
+
+#endif
