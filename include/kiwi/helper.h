@@ -86,9 +86,30 @@ struct kiwi_helper_caller {
 	size_t n_groups;
 };
 
+#define KIWI_HELPER_MAX_BOUNDS 16      /* CIDRs, hosts or resolvers per bound */
+
+/* What a rule lets a caller's egress request name (kiwi-helper.json(5)):
+ * a list, or every value (any), or none. */
+enum kiwi_helper_bound { KIWI_HELPER_BOUND_ANY, KIWI_HELPER_BOUND_NONE, KIWI_HELPER_BOUND_LIST };
+
+struct kiwi_helper_egress_rule {
+	bool has_within;                       /* allow_cidr_within given */
+	struct kiwi_cidr4 within[KIWI_HELPER_MAX_BOUNDS];
+	size_t n_within;
+	struct kiwi_cidr4 never[KIWI_HELPER_MAX_BOUNDS];  /* allow_cidr_never */
+	size_t n_never;
+	enum kiwi_helper_bound hosts_bound;    /* allow_host */
+	char hosts[KIWI_HELPER_MAX_BOUNDS][KIWI_EGRESS_NAME_MAX + 1];  /* names, "*.suffix", addresses */
+	size_t n_hosts;
+	enum kiwi_helper_bound dns_bound;      /* dns */
+	uint32_t dns[KIWI_HELPER_MAX_BOUNDS];
+	size_t n_dns;
+};
+
 /* The rule that applies to the caller: the first whose user or group
  * matches. */
 struct kiwi_helper_rule {
+	size_t index;                  /* its place in "rules", for messages */
 	unsigned ops;                  /* KIWI_HELPER_OP_* bits allowed */
 	bool subids;                   /* the caller's /etc/subuid and /etc/subgid ranges count */
 	struct kiwi_id_range uids[KIWI_HELPER_MAX_RANGES];
@@ -102,6 +123,7 @@ struct kiwi_helper_rule {
 	 * its cap. */
 	int64_t max_memory, max_memory_swap, max_pids, max_cpu_quota_us;
 	char cgroup_subtree[KIWI_HELPER_SUBTREE_MAX];  /* normalised, never "/" */
+	struct kiwi_helper_egress_rule egress;
 };
 
 /* Parses the whole config (every rule checked, unknown keys refused) and
@@ -121,6 +143,13 @@ int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_hel
 int kiwi_helper_cgroup_check(const struct kiwi_helper_rule *rule, const struct kiwi_helper_request *req,
 			     const char *config_path, struct kiwi_cgroup_limits *l, char *parent,
 			     size_t len, kiwi_err *err);
+/* An egress-prepare request against the rule's bounds: each allow-cidr
+ * inside one of allow_cidr_within (when given) and overlapping none of
+ * allow_cidr_never, each allow-host and the dns allowed by allow_host
+ * and dns. The refusal is one line naming the value, the rule's key and
+ * number, and config_path. Pure code. */
+int kiwi_helper_egress_check(const struct kiwi_helper_rule *rule, const struct kiwi_egress_config *c,
+			     const char *config_path, kiwi_err *err);
 /* A cgroup path as a caller or the admin writes it ("/a/b", "a/b" or
  * "/sys/fs/cgroup/a/b") into "/a/b": no empty, "." or ".." component, no
  * control character; "/" for the root. what names it in errors. */

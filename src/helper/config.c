@@ -130,6 +130,73 @@ static int parse_subtree(const kiwi_json *v, char *out, kiwi_err *err)
 	return 0;
 }
 
+/* [CIDR, ...], each as --allow-cidr takes it. */
+static int parse_cidrs(const kiwi_json *v, const char *key, struct kiwi_cidr4 *out, size_t *n, kiwi_err *err)
+{
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY || kiwi_json_len(v) > KIWI_HELPER_MAX_BOUNDS)
+		return kiwi_error(err, EINVAL, "config", "\"%s\" is not an array of at most %d CIDRs", key,
+				  KIWI_HELPER_MAX_BOUNDS);
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		struct kiwi_egress_config c;
+		kiwi_egress_config_init(&c);
+		if (!s || strchr(s, ',') || kiwi_egress_config_add(&c, "allow-cidr", s, err) < 0 || c.n_allow_cidrs != 1)
+			return kiwi_error(err, EINVAL, "config", "\"%s\" item %zu is not a CIDR like 192.0.2.0/24", key, i);
+		out[i] = c.allow_cidrs[0];
+	}
+	*n = kiwi_json_len(v);
+	return 0;
+}
+
+/* true (any value), false (none) or a list of them. */
+static int parse_bound(const kiwi_json *v, const char *key, enum kiwi_helper_bound *bound, kiwi_err *err)
+{
+	bool b;
+	if (kiwi_json_bool(v, &b)) {
+		*bound = b ? KIWI_HELPER_BOUND_ANY : KIWI_HELPER_BOUND_NONE;
+		return 0;
+	}
+	if (kiwi_json_type_of(v) != KIWI_JSON_ARRAY || kiwi_json_len(v) > KIWI_HELPER_MAX_BOUNDS)
+		return kiwi_error(err, EINVAL, "config", "\"%s\" is not true, false or an array of at most %d strings",
+				  key, KIWI_HELPER_MAX_BOUNDS);
+	*bound = KIWI_HELPER_BOUND_LIST;
+	return 0;
+}
+
+static int parse_hosts(const kiwi_json *v, struct kiwi_helper_egress_rule *e, kiwi_err *err)
+{
+	if (parse_bound(v, "allow_host", &e->hosts_bound, err) < 0)
+		return -1;
+	if (e->hosts_bound != KIWI_HELPER_BOUND_LIST)
+		return 0;
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		if (!s || !*s || strlen(s) > KIWI_EGRESS_NAME_MAX)
+			return kiwi_error(err, EINVAL, "config", "\"allow_host\" item %zu is not a host name", i);
+		snprintf(e->hosts[i], sizeof(e->hosts[i]), "%s", s);
+	}
+	e->n_hosts = kiwi_json_len(v);
+	return 0;
+}
+
+static int parse_dns(const kiwi_json *v, struct kiwi_helper_egress_rule *e, kiwi_err *err)
+{
+	if (parse_bound(v, "dns", &e->dns_bound, err) < 0)
+		return -1;
+	if (e->dns_bound != KIWI_HELPER_BOUND_LIST)
+		return 0;
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const char *s = kiwi_json_string(kiwi_json_at(v, i));
+		struct kiwi_egress_config c;
+		kiwi_egress_config_init(&c);
+		if (!s || kiwi_egress_config_add(&c, "dns", s, err) < 0)
+			return kiwi_error(err, EINVAL, "config", "\"dns\" item %zu is not an IPv4 address", i);
+		e->dns[i] = c.dns;
+	}
+	e->n_dns = kiwi_json_len(v);
+	return 0;
+}
+
 static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiwi_json *v, kiwi_err *err)
 {
 	if (!strcmp(key, "user") || !strcmp(key, "group"))
@@ -158,6 +225,16 @@ static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiw
 		return parse_cap(v, key, &r->max_cpu_quota_us, err);
 	if (!strcmp(key, "cgroup_subtree"))
 		return parse_subtree(v, r->cgroup_subtree, err);
+	if (!strcmp(key, "allow_cidr_within")) {
+		r->egress.has_within = true;
+		return parse_cidrs(v, key, r->egress.within, &r->egress.n_within, err);
+	}
+	if (!strcmp(key, "allow_cidr_never"))
+		return parse_cidrs(v, key, r->egress.never, &r->egress.n_never, err);
+	if (!strcmp(key, "allow_host"))
+		return parse_hosts(v, &r->egress, err);
+	if (!strcmp(key, "dns"))
+		return parse_dns(v, &r->egress, err);
 	return kiwi_error(err, EINVAL, "config", "unknown key \"%.64s\"", key);
 }
 
@@ -193,7 +270,7 @@ static bool rule_matches(const kiwi_json *j, const struct kiwi_helper_caller *wh
 static int parse_rule(const kiwi_json *j, size_t index, const char *subtree, struct kiwi_helper_rule *r,
 		      kiwi_err *err)
 {
-	*r = (struct kiwi_helper_rule){ .max_sandboxes = DEFAULT_MAX_SANDBOXES, .max_memory = -1,
+	*r = (struct kiwi_helper_rule){ .index = index, .max_sandboxes = DEFAULT_MAX_SANDBOXES, .max_memory = -1,
 					.max_memory_swap = -1, .max_pids = -1, .max_cpu_quota_us = -1 };
 	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
 		return kiwi_error(err, EINVAL, "config", "rule %zu is not an object", index);

@@ -51,9 +51,9 @@ int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_con
 	if (s->egress)
 		return kiwi_error(err, EEXIST, STEP, "this helper already prepared a network");
 	if (!(s->rule.egress_kinds & (1u << c->kind)))
-		return kiwi_error(err, EPERM, "policy", "egress mode %s is not allowed for you by the helper config",
-				  kinds[c->kind]);
-	if (check_host_addresses(c, err) < 0)
+		return kiwi_error(err, EPERM, "policy", "egress mode %s is not allowed by your rule's \"egress\" (rule %zu in "
+				  "%s)", kinds[c->kind], s->rule.index, KIWI_HELPER_CONFIG);
+	if (kiwi_helper_egress_check(&s->rule, c, KIWI_HELPER_CONFIG, err) < 0 || check_host_addresses(c, err) < 0)
 		return -1;
 	/* root's directories: the quota's and the egress module's
 	 * (/run/kiwi), and the pool's locks there */

@@ -2,8 +2,9 @@
 /* libFuzzer target for kiwi-helper's parsers of outside input: the
  * request (from an unprivileged caller, read by a setuid-root process),
  * and, for inputs starting with 'C' or 'S', the admin config and the
- * subid file. Properties: never crashes or leaks; an accepted request
- * keeps its extents inside the bounds the helper relies on. */
+ * subid file (and the config's egress bounds checked against a request).
+ * Properties: never crashes or leaks; an accepted request keeps its
+ * extents inside the bounds the helper relies on; a refusal says why. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 0 && data[0] == 'C') {
 		struct kiwi_helper_rule rule;
 		int r = kiwi_helper_config_parse(text + 1, size - 1, &who, no_group, &rule, NULL);
-		if (r == 1 && (rule.n_uids > KIWI_HELPER_MAX_RANGES || rule.n_gids > KIWI_HELPER_MAX_RANGES))
+		if (r == 1 && (rule.n_uids > KIWI_HELPER_MAX_RANGES || rule.n_gids > KIWI_HELPER_MAX_RANGES ||
+			       rule.egress.n_within > KIWI_HELPER_MAX_BOUNDS || rule.egress.n_never > KIWI_HELPER_MAX_BOUNDS ||
+			       rule.egress.n_hosts > KIWI_HELPER_MAX_BOUNDS || rule.egress.n_dns > KIWI_HELPER_MAX_BOUNDS))
 			abort();
+		if (r == 1) {
+			/* the bounds, against a request naming a bit of everything */
+			struct kiwi_egress_config c;
+			kiwi_egress_config_init(&c);
+			kiwi_egress_config_add(&c, "allow-cidr", "10.0.0.0/8,192.0.2.0/24", NULL);
+			kiwi_egress_config_add(&c, "allow-host", "a.example.org,10.1.2.3:22", NULL);
+			kiwi_egress_config_add(&c, "dns", "192.0.2.53", NULL);
+			kiwi_err err = { 0 };
+			if (kiwi_helper_egress_check(&rule, &c, "helper.json", &err) < 0 && !err.msg[0])
+				abort();
+		}
 		return 0;
 	}
 	if (size > 0 && data[0] == 'S') {

@@ -163,3 +163,34 @@ def test_kiwi_run_killed_leaves_nothing(world, kiwi_run, helper, config):
     p.wait()
     wait_gone(helpers[0])
     assert leftovers(world.host) == ([], [])
+
+
+def test_a_host_allowlist_rule_cannot_be_widened(in_world, config, world):
+    """Issue 19: a rule allowing only host_allowlist to one host (a
+    documentation address, so opened by an allow-cidr the rule bounds),
+    one resolver; the caller names more in each key."""
+    config.write([{"user": "kiwi-test", "operations": ["idmap", "egress"], "egress": ["host_allowlist"],
+                   "allow_cidr_within": ["192.0.2.0/24"], "allow_host": ["192.0.2.10"], "dns": ["192.0.2.53"]}])
+    allowed = {"op": "egress-prepare", "egress": "host_allowlist", "allow-host": ["192.0.2.10:80"],
+               "allow-cidr": ["192.0.2.10/32"], "dns": "192.0.2.53"}
+    for key, value, rule_key in (("allow-cidr", ["192.0.2.10/32", "10.0.0.0/8"], "allow_cidr_within"),
+                                 ("allow-host", ["192.0.2.10:80", "10.1.2.3:22"], "allow_host"),
+                                 ("dns", "10.0.0.53", "dns")):
+        c = in_world()
+        c.start()
+        ans = c.request({**allowed, key: value})
+        refused(ans, f"outside your rule's \"{rule_key}\" (rule 0 in {config.path})")
+        assert "\n" not in ans["error"]
+        c.call("close")
+    # the mode too, by the rule's name
+    c = in_world()
+    c.start()
+    refused(c.request(PUBLIC), "egress mode public_internet is not allowed by your rule's \"egress\" (rule 0")
+    c.call("close")
+    # what the rule allows still works
+    c = in_world()
+    c.start()
+    ans = c.request(allowed)
+    assert ans["ok"], ans
+    c.call("close")
+    assert leftovers(world.host) == ([], [])

@@ -3,6 +3,7 @@
  * its rule in the admin config, and the request parser. The edges are the
  * point: one id past a range, host id 0, the first rule that matches. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kiwi/helper.h"
@@ -312,5 +313,72 @@ Test(helper_cgroup, sizes_are_shown_as_written)
 		char buf[32];
 		kiwi_helper_format_size(cases[i].v, buf, sizeof(buf));
 		cr_expect_str_eq(buf, cases[i].s);
+	}
+}
+
+/* The admin's destination bounds (issue 19): a caller allowed only
+ * host_allowlist must not widen it with allow-cidr, allow-host or dns. */
+static int check_request(const char *rule_json, const char *cidrs, const char *hosts, const char *dns, kiwi_err *err)
+{
+	struct kiwi_helper_rule rule;
+	char text[1024];
+	snprintf(text, sizeof(text), "{\"rules\":[{\"user\":\"other\"},{\"user\":\"svc\",\"operations\":[\"egress\"]%s}]}",
+		 rule_json);
+	cr_assert_eq(parse_config(text, &rule, err), 1, "%s", err->msg);
+	struct kiwi_egress_config c;
+	kiwi_egress_config_init(&c);
+	cr_assert(!cidrs || kiwi_egress_config_add(&c, "allow-cidr", cidrs, err) == 0, "%s", err->msg);
+	cr_assert(!hosts || kiwi_egress_config_add(&c, "allow-host", hosts, err) == 0, "%s", err->msg);
+	cr_assert(!dns || kiwi_egress_config_add(&c, "dns", dns, err) == 0, "%s", err->msg);
+	return kiwi_helper_egress_check(&rule, &c, "/etc/kiwi/helper.json", err);
+}
+
+Test(helper_config, egress_bounds_refuse_by_name)
+{
+	const char *tight = ",\"allow_cidr_within\":[\"192.0.2.0/24\"],\"allow_cidr_never\":[\"192.0.2.128/25\"],"
+			    "\"allow_host\":[\"pkgs.example.org\",\"*.registry.example\"],\"dns\":[\"192.0.2.53\"]";
+	const struct {
+		const char *cidrs, *hosts, *dns, *says;
+	} refused[] = {
+		{ "10.0.0.0/8", NULL, NULL, "allow-cidr 10.0.0.0/8 is outside your rule's \"allow_cidr_within\" (rule 1" },
+		{ "192.0.0.0/16", NULL, NULL, "allow_cidr_within" },          /* wider than the bound */
+		{ "192.0.2.0/24", NULL, NULL, "allow_cidr_never" },           /* overlaps the never half */
+		{ "192.0.2.200/32", NULL, NULL, "allow_cidr_never" },
+		{ NULL, "10.1.2.3:22", NULL, "allow-host 10.1.2.3 is outside your rule's \"allow_host\"" },
+		{ NULL, "registry.example", NULL, "allow_host" },            /* *.x is below x, not x */
+		{ NULL, "evil.example.org", NULL, "allow_host" },
+		{ NULL, NULL, "10.0.0.53", "dns 10.0.0.53 is outside your rule's \"dns\"" },
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		kiwi_err err = { 0 };
+		cr_expect_eq(check_request(tight, refused[i].cidrs, refused[i].hosts, refused[i].dns, &err), -1, "case %zu", i);
+		cr_expect(strstr(err.msg, refused[i].says), "case %zu: %s", i, err.msg);
+		cr_expect(strstr(err.msg, "/etc/kiwi/helper.json") && !strchr(err.msg, '\n'), "%s", err.msg);
+	}
+	kiwi_err err = { 0 };
+	cr_expect_eq(check_request(tight, "192.0.2.0/25,192.0.2.16/28", "pkgs.example.org:443,a.b.REGISTRY.example",
+				   "192.0.2.53", &err), 0, "%s", err.msg);
+	/* no bounds: anything the mode takes, as before */
+	cr_expect_eq(check_request("", "10.0.0.0/8", "10.1.2.3:22", "10.0.0.53", &err), 0, "%s", err.msg);
+	/* false: none at all */
+	cr_expect_eq(check_request(",\"allow_host\":false,\"dns\":false", NULL, "a.example.org", NULL, &err), -1);
+	cr_expect_eq(check_request(",\"allow_host\":false,\"dns\":false", NULL, NULL, "192.0.2.53", &err), -1);
+	cr_expect_eq(check_request(",\"allow_host\":false,\"dns\":false", "192.0.2.0/24", NULL, NULL, &err), 0);
+	/* an empty within: no allow-cidr */
+	cr_expect_eq(check_request(",\"allow_cidr_within\":[]", "192.0.2.0/24", NULL, NULL, &err), -1);
+}
+
+Test(helper_config, egress_bounds_malformed)
+{
+	const char *bad[] = { "\"allow_cidr_within\":\"10.0.0.0/8\"", "\"allow_cidr_never\":[\"10.0.0.0/33\"]",
+			      "\"allow_cidr_within\":[\"10.0.0.0/8,10.1.0.0/16\"]", "\"allow_host\":[1]",
+			      "\"allow_host\":\"x\"", "\"dns\":[\"resolver\"]", "\"dns\":1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[512];
+		struct kiwi_helper_rule rule;
+		kiwi_err err = { 0 };
+		snprintf(text, sizeof(text), "{\"rules\":[{\"user\":\"svc\",%s}]}", bad[i]);
+		cr_expect_eq(parse_config(text, &rule, &err), -1, "%s", bad[i]);
+		cr_expect(err.msg[0], "%s", bad[i]);
 	}
 }
