@@ -174,7 +174,10 @@ int kiwi_cgroup_check_io_max(const char *lines, kiwi_err *err)
 	return 0;
 }
 
-unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l)
+/* The controllers of the limits kiwi-run writes itself, not those the
+ * unified files name: a `pids.max` given as a unified file enables pids
+ * but must not make kiwi-run write its own (unset) pids limit. */
+static unsigned limits_needed(const struct kiwi_cgroup_limits *l)
 {
 	unsigned need = 0;
 	if (l->memory_max >= 0 || l->memory_swap_max >= 0)
@@ -183,14 +186,20 @@ unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l)
 		need |= KIWI_CG_PIDS;
 	if (l->cpu_quota_us >= 0 || l->cpu_weight > 0)
 		need |= KIWI_CG_CPU;
+	if (l->io_weight > 0 || l->io_max)
+		need |= KIWI_CG_IO;
+	return need;
+}
+
+unsigned kiwi_cgroup_needed(const struct kiwi_cgroup_limits *l)
+{
+	unsigned need = limits_needed(l);
 	for (const char *const *u = l->unified; u && *u; u += 2)
 		for (size_t i = 0; i < KIWI_ARRAY_SIZE(controller_names); i++) {
 			size_t n = strlen(controller_names[i]);
 			if (!strncmp(*u, controller_names[i], n) && (*u)[n] == '.')
 				need |= 1u << i;
 		}
-	if (l->io_weight > 0 || l->io_max)
-		need |= KIWI_CG_IO;
 	return need;
 }
 
@@ -631,7 +640,7 @@ static int write_io(struct kiwi_cgroup *cg, const struct kiwi_cgroup_limits *l, 
 
 static int write_limits(struct kiwi_cgroup *cg, const struct kiwi_cgroup_limits *l, kiwi_err *err)
 {
-	unsigned need = kiwi_cgroup_needed(l);
+	unsigned need = limits_needed(l);
 	if ((need & KIWI_CG_MEMORY) && write_memory(cg, l, err) < 0)
 		return -1;
 	if ((need & KIWI_CG_PIDS) && write_limit(cg, "pids.max", l->pids_max, err) < 0)

@@ -77,6 +77,14 @@ def test_unified(rt, bundle):
     assert (d / "memory.high").read_text().strip() == str(50000000 // 4096 * 4096)
 
 
+def test_unified_pids_alone(rt, bundle):
+    """A controller named only by a unified file is enabled and the file
+    written as given: the CRI has no pids field, so its callers pass
+    pids.max this way."""
+    _, pid = created(rt, bundle, {"unified": {"pids.max": "40"}})
+    assert (cgroup_dir(pid) / "pids.max").read_text().strip() == "40"
+
+
 def test_container_sees_its_limits(rt, bundle):
     """With a cgroup namespace and a cgroup mount, the limits are visible inside."""
     bundle.linux["namespaces"].append({"type": "cgroup"})
