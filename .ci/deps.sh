@@ -11,7 +11,7 @@ pkgs=(
   crun bubblewrap hyperfine linux-perf
   qemu-system-x86 cpio kmod xz-utils zstd
   umoci skopeo debootstrap
-  runc containerd podman conmon
+  runc containerd podman conmon python3-grpcio python3-grpc-tools
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -26,11 +26,18 @@ def kiwi_rootfs():
 def oci_archive(rootfs, workdir):
     """Packs rootfs (entrypoint the probe, cmd `report`) and returns the
     archive's path."""
-    layout = Path(workdir) / "layout"
-    subprocess.run([kiwi_rootfs(), "pack", "--entrypoint", "/usr/local/bin/oci-probe",
-                    "--cmd", "report", str(rootfs), f"{layout}:latest"],
+    return pack(rootfs, workdir, "oci-probe", ["--entrypoint", "/usr/local/bin/oci-probe",
+                                               "--cmd", "report"])
+
+
+def pack(rootfs, workdir, name, config_args):
+    """`kiwi-rootfs pack CONFIG_ARGS ROOTFS` into an OCI layout in workdir,
+    tarred into workdir/NAME.tar: an oci-archive whose one image is tagged
+    `latest`. Returns the archive's path."""
+    layout = Path(workdir) / f"{name}-layout"
+    subprocess.run([kiwi_rootfs(), "pack", *config_args, str(rootfs), f"{layout}:latest"],
                    check=True, capture_output=True)
-    archive = Path(workdir) / "oci-probe.tar"
+    archive = Path(workdir) / f"{name}.tar"
     with tarfile.open(archive, "w") as tar:
         for entry in sorted(os.listdir(layout)):
             tar.add(layout / entry, arcname=entry)

@@ -32,6 +32,38 @@ CAP_BITS = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CA
             "CAP_AUDIT_CONTROL": 30, "CAP_SETFCAP": 31}
 
 
+def containerd_config(d, disabled=()):
+    """The start of a private containerd's config.toml: everything under
+    directory d (never the system's /var/lib/containerd, /run/containerd
+    or /opt/containerd), the snapshotters this machine lacks and the
+    plugins in `disabled` turned off."""
+    off = [*disabled, "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+           "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+    return f"""version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = {json.dumps(off)}
+[grpc]
+  address = "{d}/containerd.sock"
+[ttrpc]
+  address = "{d}/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+"""
+
+
+def stop_daemon(proc, log, timeout=30):
+    """SIGTERM to a daemon the tests started (containerd), SIGKILL if it
+    is still there after timeout seconds; then closes its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
 def host_runs_peers():
     """True on a pure cgroup v2 host (the VM lane), where crun and runc work."""
     return (os.path.exists("/sys/fs/cgroup/cgroup.controllers")

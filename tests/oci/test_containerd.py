@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import images
-from oci import CMD_TIMEOUT, host_runs_peers, probe_lines, one
+from oci import CMD_TIMEOUT, host_runs_peers, probe_lines, one, containerd_config, stop_daemon
 
 pytestmark = [pytest.mark.vm,
               pytest.mark.skipif(not host_runs_peers() or not shutil.which("containerd"),
@@ -25,26 +25,11 @@ pytestmark = [pytest.mark.vm,
 NS = "kiwi-oci"
 SHIM = "io.containerd.runc.v2"
 
-CONFIG = """version = 2
-root = "{d}/root"
-state = "{d}/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.aufs",
-                    "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-                    "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "{d}/containerd.sock"
-[ttrpc]
-  address = "{d}/containerd.sock.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{d}/opt"
-"""
-
-
 class Containerd:
     def __init__(self, d):
         self.dir = Path(d)
         self.sock = str(self.dir / "containerd.sock")
-        (self.dir / "config.toml").write_text(CONFIG.format(d=self.dir))
+        (self.dir / "config.toml").write_text(containerd_config(self.dir, ["io.containerd.grpc.v1.cri"]))
         self.log = open(self.dir / "containerd.log", "w")
         self.proc = subprocess.Popen(["containerd", "--config", str(self.dir / "config.toml")],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
@@ -62,13 +47,7 @@ class Containerd:
                               timeout=timeout)
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        stop_daemon(self.proc, self.log)
 
 
 @pytest.fixture(scope="module")
