@@ -11,6 +11,11 @@
  *   netprobe http ADDR PORT HOST          tcp, sending a GET with that Host header
  *   netprobe tls ADDR PORT SNI            tcp, sending a ClientHello ("-": no SNI)
  *   netprobe ech ADDR PORT SNI            the same with an encrypted_client_hello
+ *   netprobe setups ADDR PORT SNI N       N connections one after the other, each
+ *                                         timed from connect to the first reply byte:
+ *                                         {"n", "p50_ms", "p95_ms", "min_ms"}
+ *   netprobe download ADDR PORT SNI       a ClientHello, then read to EOF:
+ *                                         {"bytes", "ms", "mb_per_s"}
  *   netprobe hosts NAME                   the addresses /etc/hosts gives NAME
  *   netprobe cat FILE                     a file's text
  *   netprobe now                          CLOCK_REALTIME in ns (for start latency)
@@ -133,10 +138,11 @@ static size_t put16(unsigned char *p, size_t v)
 	return 2;
 }
 
-/* A TLS 1.3 ClientHello as a browser's starts: enough for a name check. */
-static int tls(const char *addr, const char *port, const char *sni, int ech)
+/* A TLS 1.3 ClientHello as a browser's starts: enough for a name check.
+ * Returns its length in m (1024 bytes). */
+static size_t client_hello(unsigned char *m, const char *sni, int ech)
 {
-	unsigned char m[1024], *h = m + 5, *x;
+	unsigned char *h = m + 5, *x;
 	size_t o = 4;
 	o += put16(h + o, 0x0303);
 	memset(h + o, 0x42, 32), o += 32;
@@ -162,7 +168,73 @@ static int tls(const char *addr, const char *port, const char *sni, int ech)
 	o += e;
 	h[0] = 1, h[1] = 0, put16(h + 2, o - 4);
 	m[0] = 22, m[1] = 3, m[2] = 1, put16(m + 3, o);
-	return exchange_msg(SOCK_STREAM, addr, port, 3000, m, o + 5);
+	return o + 5;
+}
+
+static int tls(const char *addr, const char *port, const char *sni, int ech)
+{
+	unsigned char m[1024];
+	size_t len = client_hello(m, sni, ech);
+	return exchange_msg(SOCK_STREAM, addr, port, 3000, m, len);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A blocking connection that has sent a ClientHello; -1 on failure. */
+static int hello_conn(const char *addr, const char *port, const char *sni)
+{
+	struct sockaddr_in sa;
+	unsigned char m[1024];
+	size_t len = client_hello(m, sni, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || parse_addr(addr, port, &sa) < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, m, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int setups(const char *addr, const char *port, const char *sni, int n)
+{
+	double *ms = calloc((size_t)n, sizeof(double));
+	char buf[512];
+	for (int i = 0; ms && i < n; i++) {
+		double t0 = now_ms();
+		int fd = hello_conn(addr, port, sni);
+		if (fd < 0 || recv(fd, buf, sizeof(buf), 0) <= 0)
+			return report(fd < 0 ? errno : EPROTO, t0, NULL, 0);
+		ms[i] = now_ms() - t0;
+		close(fd);
+	}
+	if (!ms)
+		return report(ENOMEM, now_ms(), NULL, 0);
+	qsort(ms, (size_t)n, sizeof(*ms), cmp_double);
+	printf("{\"n\":%d,\"p50_ms\":%.3f,\"p95_ms\":%.3f,\"min_ms\":%.3f}\n", n, ms[n / 2],
+	       ms[(n * 95) / 100 < n ? (n * 95) / 100 : n - 1], ms[0]);
+	return 0;
+}
+
+static int download(const char *addr, const char *port, const char *sni)
+{
+	static char buf[1 << 16];
+	double t0 = now_ms();
+	int fd = hello_conn(addr, port, sni);
+	if (fd < 0)
+		return report(errno, t0, NULL, 0);
+	long long total = 0;
+	ssize_t n;
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		total += n;
+	double ms = now_ms() - t0;
+	close(fd);
+	printf("{\"bytes\":%lld,\"ms\":%.3f,\"mb_per_s\":%.1f}\n", total, ms, (double)total / 1048576.0 / (ms / 1000.0));
+	return 0;
 }
 
 /* ---- DNS: one A query, answers printed as dotted quads ---- */
@@ -283,6 +355,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && !strcmp(argv[1], "http"))
 		return http(argv[2], argv[3], argv[4]);
+	if (argc == 6 && !strcmp(argv[1], "setups"))
+		return setups(argv[2], argv[3], argv[4], atoi(argv[5]) > 0 ? atoi(argv[5]) : 1);
+	if (argc == 5 && !strcmp(argv[1], "download"))
+		return download(argv[2], argv[3], argv[4]);
 	if (argc == 5 && (!strcmp(argv[1], "tls") || !strcmp(argv[1], "ech")))
 		return tls(argv[2], argv[3], argv[4], argv[1][0] == 'e');
 	if (argc == 3 && !strcmp(argv[1], "hosts"))

@@ -19,7 +19,7 @@ import threading
 import time
 
 ROLES = {
-    "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True},
+    "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True, "bulk": [9000]},
     "host": {"tcp": [8081], "udp": [8083], "dns": False, "loopback_tcp": [8082]},
 }
 
@@ -46,6 +46,27 @@ def pong(local, peer, data):
     if data.startswith(b"GET"):
         text = f"HTTP/1.0 200 OK\r\nContent-Length: {len(text)}\r\n\r\n{text}"
     return text.encode()
+
+
+BULK_BYTES = 100 * 1024 * 1024
+
+
+def serve_bulk(sock):
+    """For bench/names-cost.py: after the first read, BULK_BYTES, then EOF."""
+    while True:
+        conn, _ = sock.accept()
+        threading.Thread(target=bulk_one, args=(conn,), daemon=True).start()
+
+
+def bulk_one(conn):
+    chunk = memoryview(b"\0" * (1 << 20))
+    with conn:
+        try:
+            conn.recv(4096)
+            for _ in range(BULK_BYTES // len(chunk)):
+                conn.sendall(chunk)
+        except OSError:
+            pass
 
 
 def serve_tcp(sock):
@@ -144,6 +165,7 @@ def main():
     jobs = [(serve_tcp, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role["tcp"]]
     jobs += [(serve_tcp, bound(socket.SOCK_STREAM, "127.0.0.1", p)) for p in role.get("loopback_tcp", [])]
     jobs += [(serve_udp, bound(socket.SOCK_DGRAM, "0.0.0.0", p)) for p in role["udp"]]
+    jobs += [(serve_bulk, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role.get("bulk", [])]
     if role["dns"]:
         jobs.append((serve_dns, bound(socket.SOCK_DGRAM, "0.0.0.0", 53)))
     for fn, s in jobs:
