@@ -114,6 +114,9 @@ struct kiwi_sandbox_result {
 	bool killed_whole;        /* pid 1 itself died by a signal (OOM, external kill) */
 	uint64_t stdout_bytes, stderr_bytes;
 	bool stdout_truncated, stderr_truncated;
+	bool output_stalled;      /* a reader stopped taking output: the command was paused for it */
+	uint64_t output_stalled_ns;  /* how long, the longer of the two streams */
+	uint64_t output_dropped;  /* bytes a stalled reader never got (the run ended first) */
 	bool disk_full;           /* the writable layer was full at some point */
 	uint64_t disk_used_kib;   /* its peak use */
 	/* ws_mode KIWI_WS_LAYER: the layer (kiwi/fslayer.h), until

@@ -128,6 +128,7 @@ struct follow {
 	struct kiwi_pty_input in; /* --tty: our stdin to the master */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed, hung_up;
+	bool signalled;           /* a signal was forwarded: see ended_for_a_reason() */
 };
 
 static void arm_timer(struct follow *f, uint64_t ns)
@@ -158,6 +159,12 @@ static void kill_sandbox(struct follow *f)
 	if (f->cg && kiwi_cgroup_kill(f->cg, NULL) == 0)
 		return;
 	send_to_init(f, KIWI_SYNC_KILL, SIGKILL);
+}
+
+static void stop_waiting(struct follow *f)
+{
+	kiwi_output_stop_waiting(&f->out);
+	kiwi_output_stop_waiting(&f->errout);
 }
 
 static void fail_and_kill(struct follow *f, const kiwi_err *e)
@@ -253,6 +260,12 @@ static void on_timer(struct follow *f)
 	uint64_t ticks;
 	if (read(f->timerfd, &ticks, sizeof(ticks)) < 0)
 		return;
+	/* The command ended in time; the reader has not taken its output
+	 * by the deadline. */
+	if (f->exited || f->init_gone) {
+		stop_waiting(f);
+		return;
+	}
 	if (f->hung_up) {
 		kill_sandbox(f);
 		return;
@@ -278,6 +291,14 @@ static void on_output(struct follow *f, struct kiwi_output *o)
 	}
 }
 
+/* The reader takes more: what waited goes, and the pipe is read again. */
+static void on_writable(struct follow *f, struct kiwi_output *o)
+{
+	kiwi_err e = { 0 };
+	if (kiwi_output_flush(o, &e) < 0 && !f->failed)
+		fail_and_kill(f, &e);
+}
+
 static void on_signal(struct follow *f)
 {
 	struct signalfd_siginfo si;
@@ -294,6 +315,7 @@ static void on_signal(struct follow *f)
 			else
 				kill_sandbox(f);
 		} else if (sig != SIGWINCH) {
+			f->signalled = true;
 			send_to_init(f, KIWI_SYNC_SIGNAL, sig);
 		}
 	}
@@ -370,48 +392,98 @@ static int poll_timeout(struct follow *f)
 	return -1;
 }
 
+/* follow()'s poll slots. */
+enum follow_slot {
+	SLOT_SYNC,         /* messages from pid 1 */
+	SLOT_SIGNAL,       /* signals to forward */
+	SLOT_PIDFD,        /* pid 1's end */
+	SLOT_TIMER,        /* --timeout, the grace, a hangup's grace */
+	SLOT_STDOUT,       /* the command's output, while the buffer has room */
+	SLOT_STDERR,
+	SLOT_STDOUT_DEST,  /* our reader, while bytes wait for it */
+	SLOT_STDERR_DEST,
+	SLOT_EGRESS_AUDIT, /* --egress-audit's log */
+	SLOT_NET_AUDIT,    /* the network audit's log */
+	SLOT_TTY_IN,       /* --tty: our stdin, to the master */
+	SLOT_TTY_MASTER,   /* --tty: the master, writable */
+	SLOT_COUNT
+};
+
+static void fill_slots(struct follow *f, struct pollfd pfd[SLOT_COUNT])
+{
+	bool relay = f->master >= 0 && !f->init_gone;
+	int fds[SLOT_COUNT] = {
+		[SLOT_SYNC] = f->init_gone ? -1 : f->sock,
+		[SLOT_SIGNAL] = f->sigfd,
+		[SLOT_PIDFD] = f->init_gone ? -1 : f->pidfd,
+		[SLOT_TIMER] = f->timerfd,
+		[SLOT_STDOUT] = kiwi_output_wants_read(&f->out) ? f->out.read_fd : -1,
+		[SLOT_STDERR] = kiwi_output_wants_read(&f->errout) ? f->errout.read_fd : -1,
+		[SLOT_STDOUT_DEST] = kiwi_output_wants_write(&f->out) ? f->out.out_fd : -1,
+		[SLOT_STDERR_DEST] = kiwi_output_wants_write(&f->errout) ? f->errout.out_fd : -1,
+		[SLOT_EGRESS_AUDIT] = f->egress ? kiwi_egress_audit_fd(f->egress) : -1,
+		[SLOT_NET_AUDIT] = f->audit_fd,
+		[SLOT_TTY_IN] = relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
+		[SLOT_TTY_MASTER] = relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1,
+	};
+	for (int i = 0; i < SLOT_COUNT; i++) {
+		bool out = i == SLOT_STDOUT_DEST || i == SLOT_STDERR_DEST || i == SLOT_TTY_MASTER;
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = out ? POLLOUT : POLLIN };
+	}
+}
+
+/* Once pid 1 is gone, output still waiting for a stalled reader is
+ * dropped when the run was ended for a reason (a bound, a failure, a
+ * signal): else kiwi-run would outlive its own deadline. A command that
+ * ended by itself has the rest passed on at the reader's pace, as cat's
+ * would be. */
+static bool ended_for_a_reason(const struct follow *f)
+{
+	return f->res->timed_out || f->res->output_limit_hit || f->killing || f->failed || f->signalled;
+}
+
 static int follow(struct follow *f)
 {
-	struct pollfd pfd[10];
+	struct pollfd pfd[SLOT_COUNT];
 	struct kiwi_sync_msg m;
-	while (!f->init_gone || f->out.read_fd >= 0 || f->errout.read_fd >= 0) {
-		bool relay = f->master >= 0 && !f->init_gone;
-		int fds[10] = { f->init_gone ? -1 : f->sock, f->sigfd, f->init_gone ? -1 : f->pidfd,
-				f->timerfd, f->out.read_fd, f->errout.read_fd,
-				f->egress ? kiwi_egress_audit_fd(f->egress) : -1, f->audit_fd,
-				relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
-				relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1 };
-		for (int i = 0; i < 10; i++)
-			pfd[i] = (struct pollfd){ .fd = fds[i], .events = i == 9 ? POLLOUT : POLLIN };
-		if (poll(pfd, 10, poll_timeout(f)) < 0 && errno != EINTR)
+	while (!f->init_gone || !kiwi_output_done(&f->out) || !kiwi_output_done(&f->errout)) {
+		fill_slots(f, pfd);
+		if (poll(pfd, SLOT_COUNT, poll_timeout(f)) < 0 && errno != EINTR)
 			return kiwi_error(f->err, errno, "wait", "cannot wait for the sandbox");
-		if (pfd[4].revents)
+		if (pfd[SLOT_STDOUT_DEST].revents)
+			on_writable(f, &f->out);
+		if (pfd[SLOT_STDERR_DEST].revents)
+			on_writable(f, &f->errout);
+		if (pfd[SLOT_STDOUT].revents)
 			on_output(f, &f->out);
-		if (pfd[5].revents)
+		if (pfd[SLOT_STDERR].revents)
 			on_output(f, &f->errout);
-		if (pfd[0].revents) {
+		if (pfd[SLOT_SYNC].revents) {
 			int r = recv_message(f, &m);
 			if (r > 0)
 				on_message(f, &m);
 		}
-		if (pfd[8].revents && f->master >= 0)
+		if (pfd[SLOT_TTY_IN].revents && f->master >= 0)
 			on_input(f);
-		if (pfd[9].revents && f->master >= 0)
+		if (pfd[SLOT_TTY_MASTER].revents && f->master >= 0)
 			kiwi_pty_input_write(&f->in);
-		if (pfd[1].revents)
+		if (pfd[SLOT_SIGNAL].revents)
 			on_signal(f);
-		if (pfd[3].revents)
+		if (pfd[SLOT_TIMER].revents)
 			on_timer(f);
-		if (pfd[2].revents)
+		if (pfd[SLOT_PIDFD].revents)
 			on_init_gone(f);
-		if (pfd[6].revents)
+		if (pfd[SLOT_EGRESS_AUDIT].revents)
 			kiwi_egress_audit_read(f->egress, NULL);
-		if (pfd[7].revents)
+		if (pfd[SLOT_NET_AUDIT].revents)
 			read_audit(f);
-		if (f->init_gone)
+		if (f->init_gone) {
 			/* Messages sent just before pid 1 left are still queued. */
 			while (recv_message(f, &m) > 0)
 				on_message(f, &m);
+			if (ended_for_a_reason(f))
+				stop_waiting(f);
+		}
 	}
 	return 0;
 }
@@ -437,6 +509,10 @@ static void finish(struct follow *f)
 	res->stderr_bytes = f->errout.bytes;
 	res->stdout_truncated = f->out.truncated;
 	res->stderr_truncated = f->errout.truncated;
+	res->output_stalled = f->out.stalled || f->errout.stalled;
+	/* Two streams to one stalled reader stall together: the longer. */
+	res->output_stalled_ns = f->out.stalled_ns > f->errout.stalled_ns ? f->out.stalled_ns : f->errout.stalled_ns;
+	res->output_dropped = f->out.dropped + f->errout.dropped;
 	if (!f->failed && !f->exited && !res->killed_whole)
 		f->failed = kiwi_error(f->err, 0, "init", "the sandbox's init ended without reporting the command") < 0;
 }
@@ -597,9 +673,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	if (cfg->tty) {
 		/* The pty merges stdout and stderr: one stream, counted as
 		 * stdout, read from the master once pid 1 sends it. */
-		f.out = (struct kiwi_output){ .read_fd = -1, .write_fd = -1, .dest_fd = cfg->stdout_dest,
-					      .limit = limit };
-		f.errout = (struct kiwi_output){ .read_fd = -1, .write_fd = -1, .dest_fd = -1 };
+		kiwi_output_init(&f.out, cfg->stdout_dest, limit);
+		kiwi_output_init(&f.errout, -1, 0);
 	} else if (kiwi_output_open(&f.out, cfg->stdout_dest, limit, err) < 0 ||
 		   kiwi_output_open(&f.errout, cfg->stderr_dest, limit, err) < 0) {
 		kiwi_output_close(&f.out);

@@ -95,6 +95,10 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	write_bool_key(w, "stdout_truncated", r->stdout_truncated);
 	write_bool_key(w, "stderr_truncated", r->stderr_truncated);
 	write_bool_key(w, "output_limit_hit", r->output_limit_hit);
+	write_bool_key(w, "output_stalled", r->output_stalled);
+	kiwi_jw_key(w, "output_stalled_ms");
+	kiwi_jw_fixed(w, us_to_ms(r->output_stalled_ns / 1000), 3);
+	write_int_key(w, "output_dropped_bytes", (long long)r->output_dropped);
 	write_bool_key(w, "disk_full", r->disk_full);
 	kiwi_jw_key(w, "disk_used_kib");
 	r->started ? kiwi_jw_int(w, (long long)r->disk_used_kib) : kiwi_jw_null(w);
