@@ -104,6 +104,9 @@ struct kiwi_cgroup_stats {
 	bool oom_killed; uint64_t oom_kills;          /* memory.events oom_kill (and oom_group_kill) */
 	bool peak_known; uint64_t peak_memory_kib;    /* memory.peak; false on kernels without it */
 	bool pids_limit_hit;                           /* pids.events max > 0 */
+	/* Whether memory.events and pids.events were there: a controller
+	 * that is off (a hybrid host's v1 ones) cannot tell. */
+	bool memory_known, pids_known;
 	uint64_t cpu_usage_us, cpu_user_us, cpu_system_us;  /* cpu.stat */
 };
 /* Reads what the controllers counted; files of controllers not enabled

@@ -67,6 +67,12 @@ struct kiwi_sandbox_config {
 	/* Any limit set: the sandbox gets a cgroup of its own under
 	 * cgroup_parent (NULL: the default) and starts inside it. */
 	struct kiwi_cgroup_limits limits;
+	/* >0: RLIMIT_NPROC inside as well, and instead of pids_max where the
+	 * host offers no cgroup v2 pids controller (a hybrid host). It bounds
+	 * the processes of the sandbox's user namespace, but not of one whose
+	 * uid 0 is the host's (a root caller's default map): the kernel
+	 * exempts the host's root. */
+	int64_t pids_rlimit;
 	const char *cgroup_parent;
 	/* A cgroup even without limits, where the host gives one: its removal
 	 * proves that nothing started in the sandbox outlived it. */
@@ -127,6 +133,10 @@ struct kiwi_sandbox_result {
 	bool has_cgroup;          /* then cgroup_name and cg are set */
 	char cgroup_name[256];
 	struct kiwi_cgroup_stats cg;
+	/* What bounded the processes: the cgroup's pids.max, RLIMIT_NPROC,
+	 * or nothing. */
+	enum { KIWI_PIDS_UNBOUNDED, KIWI_PIDS_CGROUP, KIWI_PIDS_RLIMIT } pids_bound;
+	bool memory_bound;        /* memory.max held it */
 	/* Set when something kiwi-run made could not be removed (its cgroup):
 	 * a leak for `kiwi-run gc` and for the caller to hear of. */
 	bool cleanup_failed;

@@ -129,9 +129,16 @@ static const char *find_policy(int argc, char **argv)
 	return path;
 }
 
+/* A phase never runs without a bound on its processes: the policy's, or
+ * this many. A real `npm ci` peaks at tens of tasks (threads count); a
+ * fork bomb reached 4,101 on a host that bounded nothing. Held by pids.max
+ * where cgroup v2 offers it, and by RLIMIT_NPROC in any case. */
+#define PHASE_PIDS_DEFAULT 1024
+
 static int apply_limits(struct run_args *a, const struct kiwi_phase_policy *pp)
 {
 	a->cfg.limits = pp->limits;
+	a->cfg.pids_rlimit = PHASE_PIDS_DEFAULT;
 	if (pp->timeout_set)
 		a->cfg.timeout_ns = pp->timeout_ns;
 	if (pp->output_limit_set)
@@ -453,6 +460,9 @@ int kiwi_cmd_phase(int argc, char **argv)
 		s.res.exit_code = 0;   /* nothing declared: skipped, and that is success */
 		return run_session_finish(&s, false);
 	}
+	/* The policy's or --pids's count, when it gives one. */
+	if (cfg->limits.pids_max > 0 && cfg->limits.pids_max != KIWI_CGROUP_MAX)
+		cfg->pids_rlimit = cfg->limits.pids_max;
 	if (!failed)
 		failed = run_session_prepare(&s) < 0 || kiwi_sandbox_run(cfg, &s.res, &s.err) < 0;
 	p.reason = phase_reason(&p, &s.res, &s.err, failed);

@@ -976,6 +976,7 @@ int kiwi_cgroup_read_stats(struct kiwi_cgroup *cg, struct kiwi_cgroup_stats *st,
 	*st = (struct kiwi_cgroup_stats){ 0 };
 	/* Files of controllers that are off do not exist: their fields stay 0. */
 	if (read_at(cg->fd, "memory.events", text, sizeof(text)) >= 0) {
+		st->memory_known = true;
 		kiwi_cgroup_keyed(text, "oom_kill", &st->oom_kills);
 		/* oom_group_kill (Linux 5.17) counts the kills memory.oom.group makes. */
 		st->oom_killed = st->oom_kills > 0 || (kiwi_cgroup_keyed(text, "oom_group_kill", &v) && v > 0);
@@ -985,8 +986,8 @@ int kiwi_cgroup_read_stats(struct kiwi_cgroup *cg, struct kiwi_cgroup_stats *st,
 		st->peak_known = parse_digits(&p, &v, 20) > 0;
 		st->peak_memory_kib = (v + 1023) / 1024;
 	}
-	st->pids_limit_hit = read_at(cg->fd, "pids.events", text, sizeof(text)) >= 0 &&
-			     kiwi_cgroup_keyed(text, "max", &v) && v > 0;
+	st->pids_known = read_at(cg->fd, "pids.events", text, sizeof(text)) >= 0;
+	st->pids_limit_hit = st->pids_known && kiwi_cgroup_keyed(text, "max", &v) && v > 0;
 	/* cpu.stat is always there: usage is accounted without the cpu controller. */
 	if (read_at(cg->fd, "cpu.stat", text, sizeof(text)) < 0 ||
 	    !kiwi_cgroup_keyed(text, "usage_usec", &st->cpu_usage_us))

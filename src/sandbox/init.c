@@ -481,6 +481,13 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		   cfg->rw_root ? "rw" : "ro", cfg->n_binds);
 	t = KIWI_DEBUG_NOW(dbg);
 
+	/* Before --user's ids are taken on: pid 1 counts too, as the root
+	 * of the namespace it is. */
+	if (cfg->pids_rlimit > 0 &&
+	    setrlimit(RLIMIT_NPROC, &(struct rlimit){ (rlim_t)cfg->pids_rlimit, (rlim_t)cfg->pids_rlimit }) < 0) {
+		kiwi_error(&err, errno, "init", "cannot set RLIMIT_NPROC to %lld", (long long)cfg->pids_rlimit);
+		goto fail;
+	}
 	/* --user: pid 1 and so the command, with the capabilities still
 	 * held, which kiwi_caps_drop_all() then clears. */
 	if (cfg->idmap && become(args, cfg->uid, cfg->gid, &err) < 0)

@@ -745,9 +745,46 @@ static int make_cgroup(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbo
 	return -1;
 }
 
-int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
+/* Whether the command's uid is the host's root, which RLIMIT_NPROC never
+ * bounds (the kernel exempts it). */
+static bool runs_as_host_root(const struct kiwi_sandbox_config *cfg)
+{
+	if (geteuid() != 0)
+		return false;
+	if (!cfg->idmap)
+		return cfg->uid == 0;
+	for (size_t i = 0; i < cfg->idmap->n_uid; i++) {
+		const struct kiwi_id_extent *e = &cfg->idmap->uid[i];
+		if (cfg->uid >= e->inside && cfg->uid - e->inside < e->count)
+			return e->outside + (cfg->uid - e->inside) == 0;
+	}
+	return false;
+}
+
+/* A process bound where the host has no cgroup v2 pids controller:
+ * RLIMIT_NPROC instead of pids.max (kiwi-run-verdict(5), bounds). */
+static void choose_pids_bound(struct kiwi_sandbox_config *own)
+{
+	if (own->pids_rlimit > 0 && own->limits.pids_max > 0 && kiwi_cgroup_unavailable(KIWI_CG_PIDS))
+		own->limits.pids_max = -1;
+}
+
+static void note_bounds(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res)
+{
+	bool cgroup = res->has_cgroup && res->cg.pids_known && cfg->limits.pids_max > 0 &&
+		      cfg->limits.pids_max != KIWI_CGROUP_MAX;
+	bool rlimit = cfg->pids_rlimit > 0 && !runs_as_host_root(cfg);
+	res->pids_bound = cgroup ? KIWI_PIDS_CGROUP : rlimit ? KIWI_PIDS_RLIMIT : KIWI_PIDS_UNBOUNDED;
+	res->memory_bound = res->has_cgroup && res->cg.memory_known && cfg->limits.memory_max > 0 &&
+			    cfg->limits.memory_max != KIWI_CGROUP_MAX;
+}
+
+int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_sandbox_result *res,
 		     kiwi_err *err)
 {
+	struct kiwi_sandbox_config own = *caller_cfg;
+	choose_pids_bound(&own);
+	const struct kiwi_sandbox_config *cfg = &own;
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = res->started_at };
 	if (!res->started_at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
@@ -775,6 +812,7 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		KIWI_DEBUG(cfg->debug, "run", t, "cgroup", "%s", cg ? kiwi_cgroup_name(cg) : "none (not offered)");
 	}
 	int r = run_with_network(cfg, res, cg, err);
+	note_bounds(cfg, res);
 	/* A cgroup that cannot go (a task stuck in the kernel) is a leak the
 	 * caller must hear of, whatever the command did. */
 	t = KIWI_DEBUG_NOW(cfg->debug);

@@ -76,13 +76,28 @@ static void write_cgroup(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 {
 	bool cg = r->has_cgroup;
 	kiwi_jw_key(w, "oom_killed");
-	cg ? kiwi_jw_bool(w, r->cg.oom_killed) : kiwi_jw_null(w);
+	cg && r->cg.memory_known ? kiwi_jw_bool(w, r->cg.oom_killed) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "peak_memory_kib");
 	cg && r->cg.peak_known ? kiwi_jw_int(w, (long long)r->cg.peak_memory_kib) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "pids_limit_hit");
-	cg ? kiwi_jw_bool(w, r->cg.pids_limit_hit) : kiwi_jw_null(w);
+	cg && r->cg.pids_known ? kiwi_jw_bool(w, r->cg.pids_limit_hit) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "cgroup");
 	kiwi_jw_string(w, cg ? r->cgroup_name : NULL);
+}
+
+/* Which mechanism held each bound; null where nothing did. */
+static void write_mechanisms(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
+{
+	static const char *const pids[] = { NULL, "cgroup", "rlimit" };
+	kiwi_jw_key(w, "bounds");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "pids");
+	kiwi_jw_string(w, pids[r->pids_bound]);
+	kiwi_jw_key(w, "memory");
+	kiwi_jw_string(w, r->memory_bound ? "cgroup" : NULL);
+	kiwi_jw_key(w, "disk");
+	kiwi_jw_string(w, r->started ? "tmpfs" : NULL);
+	kiwi_jw_close_object(w);
 }
 
 static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *r)
@@ -103,6 +118,7 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	kiwi_jw_key(w, "disk_used_kib");
 	r->started ? kiwi_jw_int(w, (long long)r->disk_used_kib) : kiwi_jw_null(w);
 	write_cgroup(w, r);
+	write_mechanisms(w, r);
 	kiwi_jw_key(w, "landlock_abi");
 	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "network");

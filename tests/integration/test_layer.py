@@ -154,3 +154,70 @@ def test_mountinfo_names_no_host_path(kiwi):
         assert host not in r.stdout, (host, r.stdout)
     first = r.stdout.splitlines()[0].split()
     assert first[3] == "/" and first[4] == "/", r.stdout
+
+
+# ---------------------------------------------------------------------------
+# bounded by default: processes in a phase, fields the host cannot know
+
+BOMB = """n=0
+while [ $n -lt 400 ]; do
+  sleep 30 &
+  [ $? -eq 0 ] || break
+  n=$((n+1))
+done
+echo spawned=$n
+"""
+
+
+def pids_controller_offered():
+    try:
+        with open("/sys/fs/cgroup/cgroup.controllers") as f:
+            return "pids" in f.read().split()
+    except OSError:
+        return False
+
+
+def phase_verify(kiwi, script, opts=()):
+    ws = workspace(kiwi)
+    (ws / "run.sh").write_text(script)
+    kiwi.chown(ws)
+    out = kiwi.workdir() / "verdict.json"
+    r = kiwi.raw(["phase", "verify", "--rootfs", kiwi.rootfs, "--workspace", ws, "--verdict", out,
+                  *opts, "--", "/bin/sh", "/workspace/run.sh"], timeout=60)
+    assert out.exists(), explain(r)
+    return r, json.loads(out.read_text())
+
+
+def test_fork_bomb_in_a_phase_stops_at_the_rlimit(kiwi):
+    """No cgroup v2 pids controller (this hybrid host): RLIMIT_NPROC holds
+    the phase, and the verdict says so. The host's root is exempt from it:
+    a root caller's default map reports null, never a bound it lacks."""
+    if pids_controller_offered():
+        pytest.skip("the host offers the pids controller: the cgroup holds (VM lane)")
+    r, v = phase_verify(kiwi, BOMB, opts=["--pids", "64"])
+    if kiwi.mode == "root":
+        assert "spawned=400" in r.stdout and v["bounds"]["pids"] is None, (explain(r), v)
+        return
+    spawned = int(r.stdout.split("spawned=")[1]) if "spawned=" in r.stdout else 0
+    assert "can't fork" in r.stderr and spawned < 64, explain(r)
+    assert v["bounds"]["pids"] == "rlimit" and v["pids_limit_hit"] is None, v
+
+
+def test_phase_default_process_bound(kiwi):
+    """Without --pids or a policy, 1024 (kiwi-run-phase(1))."""
+    if kiwi.mode == "root":
+        pytest.skip("RLIMIT_NPROC does not apply to the host's root")
+    r, v = phase_verify(kiwi, "ulimit -u")
+    assert r.stdout.strip() == "1024", explain(r)
+    assert v["bounds"]["pids"] in ("rlimit", "cgroup"), v
+
+
+def test_unknowable_fields_are_null(kiwi):
+    """A phase always has a witness cgroup where the host gives one; on a
+    hybrid host its memory and pids controllers are off, so whether the OOM
+    killer struck or a fork hit pids.max is unknown: null, never false."""
+    if pids_controller_offered():
+        pytest.skip("the host's cgroup v2 has the controllers")
+    r, v = phase_verify(kiwi, "true")
+    assert v["oom_killed"] is None and v["pids_limit_hit"] is None, v
+    assert v["bounds"]["memory"] is None and v["bounds"]["disk"] == "tmpfs", v
