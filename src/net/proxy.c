@@ -45,8 +45,12 @@ struct conn {
 	uint32_t dst;
 	uint16_t port;
 	int64_t deadline;
-	uint8_t *head;       /* HELLO, HEAD: the first bytes */
+	uint8_t *head;       /* HELLO, HEAD: the first bytes; HTTP: all the client's */
 	size_t head_len, head_off;
+	size_t pass;         /* HTTP: bytes at head's start framed and checked, to send */
+	bool http;           /* plain HTTP: every request's Host is checked */
+	struct kiwi_http_framer framer;
+	char name[KIWI_SNI_NAME_MAX + 1];  /* the name let through */
 	struct dir up, down; /* client -> server, server -> client */
 	bool dead;           /* closed; freed after this round of events */
 	struct conn *next_dead;
@@ -187,10 +191,13 @@ static void on_hello(struct kiwi_proxy *p, struct conn *c)
 		return;
 	const char *rule = decide(p, c, r, name);
 	proxy_audit(p, "tcp", c->dst, c->port, r == KIWI_SNI_NAME ? name : NULL, rule);
-	if (strcmp(rule, "allowed:name"))
+	if (strcmp(rule, "allowed:name")) {
 		conn_free(p, c, true);
-	else
-		start_connect(p, c);
+		return;
+	}
+	c->http = c->head[0] != 0x16;   /* not a TLS handshake record */
+	memcpy(c->name, name, sizeof(c->name));
+	start_connect(p, c);
 }
 
 /* ---- relay ---- */
@@ -223,14 +230,51 @@ static int pump(struct dir *d, int src, int dst)
 	}
 }
 
-static uint32_t wants(const struct dir *rd, const struct dir *wr)
+/* Plain HTTP, client to server: through the framer, in user space (an
+ * upload costs a copy; downloads are still spliced). -1: reset. */
+static int up_http(struct kiwi_proxy *p, struct conn *c)
 {
-	return (!rd->eof && !rd->in_pipe ? EPOLLIN : 0) | (wr->in_pipe ? EPOLLOUT : 0);
+	for (;;) {
+		if (c->head_off < c->pass) {
+			ssize_t n = send(c->server, c->head + c->head_off, c->pass - c->head_off, MSG_NOSIGNAL);
+			if (n < 0)
+				return errno == EAGAIN ? 0 : -1;
+			c->head_off += (size_t)n;
+			continue;
+		}
+		memmove(c->head, c->head + c->pass, c->head_len - c->pass);
+		c->head_len -= c->pass;
+		c->head_off = c->pass = 0;
+		char other[KIWI_SNI_NAME_MAX + 1];
+		enum kiwi_http_verdict v = kiwi_http_frame(&c->framer, c->head, c->head_len, c->name, &c->pass, other);
+		if (v != KIWI_HTTP_OK) {
+			proxy_audit(p, "tcp", c->dst, c->port, v == KIWI_HTTP_OTHER_HOST ? other : c->name,
+				    v == KIWI_HTTP_OTHER_HOST ? "not_allowed" : "http_unframed");
+			return -1;
+		}
+		if (c->pass)
+			continue;
+		if (c->up.eof) {
+			/* a request cut short is not sent on */
+			if (!c->up.done)
+				shutdown(c->server, SHUT_WR);
+			c->up.done = true;
+			return 0;
+		}
+		if (c->head_len == KIWI_SNI_PEEK_MAX)
+			return -1;
+		ssize_t n = read(c->client, c->head + c->head_len, KIWI_SNI_PEEK_MAX - c->head_len);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		c->up.eof = n == 0;
+		c->head_len += (size_t)n;
+	}
 }
 
 static void relay(struct kiwi_proxy *p, struct conn *c)
 {
-	if (pump(&c->up, c->client, c->server) < 0 || pump(&c->down, c->server, c->client) < 0) {
+	int up = c->http ? up_http(p, c) : pump(&c->up, c->client, c->server);
+	if (up < 0 || pump(&c->down, c->server, c->client) < 0) {
 		conn_free(p, c, true);
 		return;
 	}
@@ -238,8 +282,11 @@ static void relay(struct kiwi_proxy *p, struct conn *c)
 		conn_free(p, c, false);
 		return;
 	}
+	bool up_sending = c->http ? c->head_off < c->pass : c->up.in_pipe > 0;
+	uint32_t up_rd = !c->up.eof && !up_sending ? EPOLLIN : 0, up_wr = up_sending ? EPOLLOUT : 0;
+	uint32_t down_rd = !c->down.eof && !c->down.in_pipe ? EPOLLIN : 0, down_wr = c->down.in_pipe ? EPOLLOUT : 0;
 	/* epoll_ctl only when the interest changes: most rounds it does not */
-	uint32_t ce = wants(&c->up, &c->down), se = wants(&c->down, &c->up);
+	uint32_t ce = up_rd | down_wr, se = down_rd | up_wr;
 	if (ce != c->cevents)
 		watch(p, c->client, &c->ctag, c->cevents = ce, EPOLL_CTL_MOD);
 	if (se != c->sevents)
@@ -257,7 +304,8 @@ static void on_server_ready(struct kiwi_proxy *p, struct conn *c)
 		}
 		c->state = HEAD;
 	}
-	while (c->head_off < c->head_len) {
+	/* plain HTTP: the framer sends the head, request by request */
+	while (!c->http && c->head_off < c->head_len) {
 		ssize_t n = send(c->server, c->head + c->head_off, c->head_len - c->head_off, MSG_NOSIGNAL);
 		if (n < 0 && errno == EAGAIN)
 			return;
@@ -267,8 +315,10 @@ static void on_server_ready(struct kiwi_proxy *p, struct conn *c)
 		}
 		c->head_off += (size_t)n;
 	}
-	free(c->head);
-	c->head = NULL;
+	if (!c->http) {
+		free(c->head);
+		c->head = NULL;
+	}
 	c->state = RELAY;
 	relay(p, c);
 }

@@ -235,3 +235,143 @@ enum kiwi_sni kiwi_sni_read(const uint8_t *buf, size_t len, char name[KIWI_SNI_N
 		return KIWI_SNI_MORE;
 	return buf[0] == REC_HANDSHAKE ? kiwi_sni_tls(buf, len, name) : kiwi_sni_http(buf, len, name);
 }
+
+/* ---- one request after another ---- */
+
+enum { F_HEAD, F_BODY, F_CHUNK_LINE, F_CHUNK_DATA, F_CHUNK_END, F_TRAILER };
+
+#define LINE_MAX_LEN 4096
+
+/* The value of header `key` ("content-length:"), trimmed; NULL when the
+ * head has none; *twice when it has it more than once. */
+static const uint8_t *header(const uint8_t *head, const uint8_t *end, const char *key, const uint8_t **vend,
+			     bool *twice)
+{
+	const uint8_t *found = NULL;
+	*twice = false;
+	for (const uint8_t *h = find_crlf(head, end) + 2; h < end;) {
+		const uint8_t *eol = find_crlf(h, end);
+		if (!eol || eol == h)
+			break;
+		if (ieq_prefix(h, (size_t)(eol - h), key)) {
+			*twice |= found != NULL;
+			found = h + strlen(key);
+			while (found < eol && (*found == ' ' || *found == '\t'))
+				found++;
+			*vend = eol;
+			while (*vend > found && ((*vend)[-1] == ' ' || (*vend)[-1] == '\t'))
+				(*vend)--;
+		}
+		h = eol + 2;
+	}
+	return found;
+}
+
+static bool parse_number(const uint8_t *p, const uint8_t *end, int base, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (p == end || end - p > 15)
+		return false;
+	for (; p < end; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' : base == 16 && (*p | 32) >= 'a' && (*p | 32) <= 'f'
+			? (*p | 32) - 'a' + 10 : -1;
+		if (d < 0)
+			return false;
+		v = v * (uint64_t)base + (uint64_t)d;
+	}
+	*out = v;
+	return true;
+}
+
+/* A complete head of n bytes (through its blank line). */
+static enum kiwi_http_verdict head(struct kiwi_http_framer *f, const uint8_t *h, size_t n, const char *allowed,
+				   char *name)
+{
+	const uint8_t *end = h + n, *cl_end = NULL, *te_end = NULL, *up_end = NULL;
+	bool cl_twice, te_twice, up_twice;
+	enum kiwi_sni r = kiwi_sni_http(h, n, name);
+	if (r != KIWI_SNI_NAME)
+		return KIWI_HTTP_BAD;
+	if (strcmp(name, allowed))
+		return KIWI_HTTP_OTHER_HOST;
+	const uint8_t *cl = header(h, end, "content-length:", &cl_end, &cl_twice);
+	const uint8_t *te = header(h, end, "transfer-encoding:", &te_end, &te_twice);
+	if (header(h, end, "upgrade:", &up_end, &up_twice) || ieq_prefix(h, n, "connect ") || cl_twice ||
+	    te_twice || (cl && te))
+		return KIWI_HTTP_BAD;
+	if (te) {
+		if (te_end - te != 7 || !ieq_prefix(te, 7, "chunked"))
+			return KIWI_HTTP_BAD;
+		f->state = F_CHUNK_LINE;
+	} else if (cl) {
+		if (!parse_number(cl, cl_end, 10, &f->left))
+			return KIWI_HTTP_BAD;
+		f->state = f->left ? F_BODY : F_HEAD;
+	}
+	return KIWI_HTTP_OK;
+}
+
+/* One step from buf's start: how many bytes it takes (0: needs more). */
+static enum kiwi_http_verdict step(struct kiwi_http_framer *f, const uint8_t *buf, size_t len, const char *allowed,
+				   size_t *took, char *name)
+{
+	const uint8_t *end = buf + len, *eol;
+	*took = 0;
+	switch (f->state) {
+	case F_BODY:
+	case F_CHUNK_DATA: {
+		size_t n = f->left < len ? (size_t)f->left : len;
+		f->left -= n;
+		*took = n;
+		if (!f->left)
+			f->state = f->state == F_BODY ? F_HEAD : F_CHUNK_END;
+		return KIWI_HTTP_OK;
+	}
+	case F_CHUNK_END:
+		if (len < 2)
+			return KIWI_HTTP_OK;
+		if (buf[0] != '\r' || buf[1] != '\n')
+			return KIWI_HTTP_BAD;
+		*took = 2;
+		f->state = F_CHUNK_LINE;
+		return KIWI_HTTP_OK;
+	case F_CHUNK_LINE:
+	case F_TRAILER:
+		if (!(eol = find_crlf(buf, end)))
+			return len >= LINE_MAX_LEN ? KIWI_HTTP_BAD : KIWI_HTTP_OK;
+		*took = (size_t)(eol - buf) + 2;
+		if (f->state == F_TRAILER) {
+			if (eol == buf)
+				f->state = F_HEAD;
+			return KIWI_HTTP_OK;
+		}
+		const uint8_t *semi = memchr(buf, ';', (size_t)(eol - buf));
+		if (!parse_number(buf, semi ? semi : eol, 16, &f->left))
+			return KIWI_HTTP_BAD;
+		f->state = f->left ? F_CHUNK_DATA : F_TRAILER;
+		return KIWI_HTTP_OK;
+	case F_HEAD:
+	default:
+		for (const uint8_t *p = buf; p + 3 < end; p++)
+			if (!memcmp(p, "\r\n\r\n", 4)) {
+				*took = (size_t)(p - buf) + 4;
+				return head(f, buf, *took, allowed, name);
+			}
+		return len >= KIWI_SNI_PEEK_MAX ? KIWI_HTTP_BAD : KIWI_HTTP_OK;
+	}
+}
+
+enum kiwi_http_verdict kiwi_http_frame(struct kiwi_http_framer *f, const uint8_t *buf, size_t len,
+				       const char *allowed, size_t *pass, char name[KIWI_SNI_NAME_MAX + 1])
+{
+	*pass = 0;
+	for (;;) {
+		size_t took;
+		enum kiwi_http_verdict v = step(f, buf + *pass, len - *pass, allowed, &took, name);
+		if (v != KIWI_HTTP_OK)
+			return v;
+		if (!took)
+			return KIWI_HTTP_OK;
+		*pass += took;
+	}
+}

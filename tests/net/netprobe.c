@@ -9,6 +9,8 @@
  *   netprobe resolve NAME                 one A query to resolv.conf's nameserver
  *                                         (error: the rcode's name when not NOERROR)
  *   netprobe http ADDR PORT HOST          tcp, sending a GET with that Host header
+ *   netprobe send ADDR PORT TEXT          tcp, sending TEXT with each "\r\n" written
+ *                                         as the four characters backslash r backslash n
  *   netprobe tls ADDR PORT SNI            tcp, sending a ClientHello ("-": no SNI)
  *   netprobe ech ADDR PORT SNI            the same with an encrypted_client_hello
  *   netprobe setups ADDR PORT SNI N       N connections one after the other, each
@@ -129,6 +131,23 @@ static int http(const char *addr, const char *port, const char *host)
 	char req[512];
 	int n = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\nUser-Agent: netprobe\r\n\r\n", host);
 	return exchange_msg(SOCK_STREAM, addr, port, 3000, req, (size_t)n);
+}
+
+static int send_text(const char *addr, const char *port, const char *text)
+{
+	char msg[2048];
+	size_t n = 0;
+	for (const char *t = text; *t && n < sizeof(msg); t++) {
+		if (!strncmp(t, "\\r\\n", 4)) {
+			msg[n++] = '\r';
+			if (n < sizeof(msg))
+				msg[n++] = '\n';
+			t += 3;
+		} else {
+			msg[n++] = *t;
+		}
+	}
+	return exchange_msg(SOCK_STREAM, addr, port, 3000, msg, n);
 }
 
 static size_t put16(unsigned char *p, size_t v)
@@ -355,6 +374,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && !strcmp(argv[1], "http"))
 		return http(argv[2], argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "send"))
+		return send_text(argv[2], argv[3], argv[4]);
 	if (argc == 6 && !strcmp(argv[1], "setups"))
 		return setups(argv[2], argv[3], argv[4], atoi(argv[5]) > 0 ? atoi(argv[5]) : 1);
 	if (argc == 5 && !strcmp(argv[1], "download"))

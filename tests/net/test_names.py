@@ -5,7 +5,7 @@ Host), through egresstool in the fake world, against the tests' own DNS
 server (servers.py)."""
 import errno
 import json
-import time
+import shlex
 import uuid
 
 import pytest
@@ -149,3 +149,31 @@ def test_rotation_and_rebinding_follow_the_ttl(egress, scratch):
     denied_fast(res[7], "the metadata address")
     refused = [(l["dst"], l.get("name"), l.get("rule")) for l in audit_lines(audit) if l["action"] == "reject"]
     assert ("169.254.169.254", reb, "always_deny") in refused, refused
+
+
+def test_every_http_request_on_a_connection_is_checked(egress, scratch):
+    """Plain HTTP keeps a connection for request after request: a second
+    request naming another host on the same connection is refused too;
+    a body that looks like a header is only a body."""
+    audit = scratch / "audit.jsonl"
+    crlf = "\\r\\n"
+    req = lambda host, extra="": f"GET / HTTP/1.1{crlf}Host: {host}{crlf}{extra}{crlf}"  # noqa: E731
+    body = f"Host: shared.test{crlf}{crlf}"
+    size = len(body.replace(crlf, "xx"))   # each escaped CRLF is two bytes on the wire
+    post = f"POST / HTTP/1.1{crlf}Host: good.test{crlf}Content-Length: {size}{crlf}{crlf}{body}"
+    chunked = (f"POST / HTTP/1.1{crlf}Host: good.test{crlf}Transfer-Encoding: chunked{crlf}{crlf}"
+               f"5{crlf}hello{crlf}0{crlf}{crlf}")
+    texts = [req("good.test") + req("shared.test"), req("good.test") + req("good.test"), post + req("good.test"),
+             chunked + req("shared.test"), req("good.test", f"Host: shared.test{crlf}"),
+             req("good.test", f"Upgrade: websocket{crlf}")]
+    calls = [["resolve", "good.test"], *(["send", "203.0.113.10", 80, shlex.quote(t)] for t in texts)]
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    reset(res[1], "a second request for another host")
+    connected(res[2], "two requests for the allowed host")
+    connected(res[3], "a body that looks like a Host header")
+    reset(res[4], "a request for another host after a chunked body")
+    reset(res[5], "two Host headers")
+    reset(res[6], "an upgrade to another protocol")
+    refused = [(l["name"], l["rule"]) for l in audit_lines(audit) if l["action"] == "reject"]
+    assert refused == [("shared.test", "not_allowed"), ("shared.test", "not_allowed"), (None, "no_name"),
+                       ("good.test", "http_unframed")], refused
