@@ -3,7 +3,13 @@
 #include "kiwi/cleanup.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int kiwi_read_bounded(int fd, size_t max, const char *what, char **out, size_t *len, kiwi_err *err)
@@ -28,4 +34,108 @@ int kiwi_read_bounded(int fd, size_t max, const char *what, char **out, size_t *
 	*len = used;
 	*out = TAKE_PTR(buf);
 	return 0;
+}
+
+/* A sandbox that can write the directory the caller named (a workspace,
+ * beside which verdicts and logs are often kept) may plant a symbolic
+ * link, or a hard link to a host file it can see, where kiwi-run will
+ * write; kiwi-run may be root. Neither is ever written through. */
+static int check_output(int fd, const char *path, const char *step, const char *what, kiwi_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, step, "cannot use %s `%s`", what, path);
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	if (st.st_uid != geteuid())
+		return kiwi_error(err, EPERM, step,
+				  "%s `%s` belongs to uid %u: kiwi-run writes over no file but its caller's own",
+				  what, path, (unsigned)st.st_uid);
+	if (st.st_nlink > 1)
+		return kiwi_error(err, EPERM, step,
+				  "%s `%s` has %u names (hard links): kiwi-run does not write over it", what, path,
+				  (unsigned)st.st_nlink);
+	return 0;
+}
+
+static int refused_open(const char *path, const char *step, const char *what, kiwi_err *err)
+{
+	if (errno == ELOOP)
+		return kiwi_error(err, ELOOP, step, "%s `%s` is a symbolic link: kiwi-run does not write through one",
+				  what, path);
+	return kiwi_error(err, errno, step, "cannot write %s `%s`", what, path);
+}
+
+int kiwi_open_output(const char *path, enum kiwi_open_output how, mode_t mode, const char *step, const char *what,
+		     kiwi_err *err)
+{
+	int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+	if (how == KIWI_OUTPUT_APPEND)
+		flags |= O_APPEND;
+	/* No O_TRUNC here: the file is checked before anything in it goes. */
+	_cleanup_close_ int fd = open(path, flags, mode);
+	if (fd < 0)
+		return refused_open(path, step, what, err);
+	if (check_output(fd, path, step, what, err) < 0)
+		return -1;
+	struct stat st;
+	if (how == KIWI_OUTPUT_TRUNC && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) < 0)
+		return kiwi_error(err, errno, step, "cannot truncate %s `%s`", what, path);
+	return TAKE_FD(fd);
+}
+
+int kiwi_write_file_replace(const char *path, const char *tmp, const char *data, size_t len, mode_t mode,
+			    const char *step, kiwi_err *err)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && st.st_uid != geteuid())
+		return kiwi_error(err, EPERM, step, "`%s` belongs to uid %u: kiwi-run replaces no file but its "
+				  "caller's own", path, (unsigned)st.st_uid);
+	/* A stale temporary (or a link planted in its place) goes first. */
+	if (unlink(tmp) < 0 && errno != ENOENT)
+		return kiwi_error(err, errno, step, "cannot remove `%s`", tmp);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return kiwi_error(err, errno, step, "cannot create `%s`", tmp);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fd, data + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int saved = n < 0 ? errno : EIO;
+			unlink(tmp);
+			return kiwi_error(err, saved, step, "cannot write `%s`", tmp);
+		}
+		done += (size_t)n;
+	}
+	/* rename replaces a link at path, never what it points to. */
+	if (fsync(fd) < 0 || rename(tmp, path) < 0) {
+		int saved = errno;
+		unlink(tmp);
+		return kiwi_error(err, saved, step, "cannot write `%s`", path);
+	}
+	return 0;
+}
+
+int kiwi_connect_unix_nofollow(const char *path, const char *step, kiwi_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	/* connect(2) has no O_NOFOLLOW: the socket is opened O_PATH without
+	 * following, checked, and connected to through its /proc/self/fd
+	 * name, which reaches that very inode. */
+	_cleanup_close_ int at = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (at < 0 || fstat(at, &st) < 0)
+		return kiwi_error(err, errno, step, "cannot connect to socket `%s`", path);
+	/* O_PATH | O_NOFOLLOW opens a link itself rather than failing. */
+	if (S_ISLNK(st.st_mode))
+		return kiwi_error(err, ELOOP, step, "socket `%s` is a symbolic link: kiwi-run does not follow it", path);
+	if (!S_ISSOCK(st.st_mode))
+		return kiwi_error(err, ENOTSOCK, step, "`%s` is not a socket", path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", at);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return kiwi_error(err, errno, step, "cannot connect to socket `%s`", path);
+	return TAKE_FD(fd);
 }

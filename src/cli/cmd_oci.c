@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "cmd_oci.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/json.h"
 #include "kiwi/oci_runtime.h"
 
@@ -303,12 +304,10 @@ static int open_log(const char *path, const char *format)
 	log_json = format && !strcmp(format, "json");
 	if (!path)
 		return 0;
-	log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (log_fd < 0) {
-		kiwi_err err;
-		kiwi_error(&err, errno, "log", "cannot open log file `%s`", path);
+	kiwi_err err;
+	log_fd = kiwi_open_output(path, KIWI_OUTPUT_APPEND, 0640, "log", "log file", &err);
+	if (log_fd < 0)
 		return kiwi_oci_fail(&err);
-	}
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "run.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/egress.h"
 #include "kiwi/sandbox.h"
 #include "kiwi/seccomp.h"
@@ -106,10 +107,8 @@ static int open_output_file(const char *path, const char *what, int *fd, kiwi_er
 {
 	if (!path)
 		return 0;
-	*fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
-	if (*fd < 0)
-		return kiwi_error(err, errno, "output", "cannot write %s `%s`", what, path);
-	return 0;
+	*fd = kiwi_open_output(path, KIWI_OUTPUT_TRUNC, 0644, "output", what, err);
+	return *fd < 0 ? -1 : 0;
 }
 
 /* The verdict destination is opened before anything else happens, so a
@@ -125,10 +124,7 @@ static int open_verdict(struct run_args *a, kiwi_err *err)
 	}
 	if (!a->verdict_path)
 		return -1;
-	int fd = open(a->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
-	if (fd < 0)
-		return kiwi_error(err, errno, "verdict", "cannot write verdict `%s`", a->verdict_path);
-	return fd;
+	return kiwi_open_output(a->verdict_path, KIWI_OUTPUT_TRUNC, 0644, "verdict", "verdict", err);
 }
 
 /* What stands between the parsed flags and the sandbox: the image, the

@@ -4,6 +4,7 @@
  * egress_rules.c, the audit in egress_audit.c. */
 #include "egress_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/nflog.h"
 #include "kiwi/rtnl.h"
 
@@ -261,10 +262,8 @@ static int open_audit(struct kiwi_egress *e, kiwi_err *err)
 {
 	if (!e->cfg.audit_path)
 		return 0;
-	e->audit_file = open(e->cfg.audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (e->audit_file < 0)
-		return kiwi_error(err, errno, "egress", "--egress-audit `%s`: cannot open it", e->cfg.audit_path);
-	return 0;
+	e->audit_file = kiwi_open_output(e->cfg.audit_path, KIWI_OUTPUT_APPEND, 0644, "egress", "--egress-audit", err);
+	return e->audit_file < 0 ? -1 : 0;
 }
 
 static int host_addrs(struct kiwi_egress *e, kiwi_err *err)

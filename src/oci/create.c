@@ -7,6 +7,7 @@
  * init.c. */
 #include "oci_int.h"
 #include "kiwi/sync.h"
+#include "kiwi/fileio.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/helper.h"
@@ -133,17 +134,10 @@ static int make_state_dir(struct creation *c, kiwi_err *err)
 
 static int connect_console(struct creation *c, kiwi_err *err)
 {
-	const char *path = c->o->console_socket;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (!path)
+	if (!c->o->console_socket)
 		return 0;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return kiwi_error(err, ENAMETOOLONG, "console", "console socket path `%s` is too long", path);
-	strcpy(sa.sun_path, path);
-	c->console = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->console < 0 || connect(c->console, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return kiwi_error(err, errno, "console", "cannot connect to console socket `%s`", path);
-	return 0;
+	c->console = kiwi_connect_unix_nofollow(c->o->console_socket, "console", err);
+	return c->console < 0 ? -1 : 0;
 }
 
 /* newuidmap/newgidmap: a rootless caller's way to map more than itself,
@@ -452,12 +446,7 @@ static int write_pid_file(const char *path, pid_t pid, kiwi_err *err)
 	char tmp[PATH_MAX + 16], text[16];
 	snprintf(tmp, sizeof(tmp), "%s.kiwi-tmp", path);
 	int n = snprintf(text, sizeof(text), "%d", (int)pid);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, text, (size_t)n) != n || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return kiwi_error(err, errno, "pid-file", "cannot write pid file `%s`", path);
-	}
-	return 0;
+	return kiwi_write_file_replace(path, tmp, text, (size_t)n, 0644, "pid-file", err);
 }
 
 static int record(struct creation *c, kiwi_err *err)

@@ -204,22 +204,6 @@ static int namespaces_of(const struct kiwi_oci_config *cfg, uint64_t *flags)
 	return 0;
 }
 
-static int connect_console(const char *path, kiwi_err *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return kiwi_error(err, ENAMETOOLONG, "console", "console socket path `%s` is too long", path);
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return kiwi_error(err, e, "console", "cannot connect to console socket `%s`", path);
-	}
-	return fd;
-}
-
 static bool setgroups_allowed(void)
 {
 	char buf[16] = "";
@@ -317,7 +301,7 @@ static int prepare(struct exec_ctx *c, kiwi_err *err)
 	c->cgroup = open_init_cgroup(c->st.pid, err);
 	if (c->cgroup < 0 && err->step[0])
 		return -1;
-	if (c->o->console_socket && (c->console = connect_console(c->o->console_socket, err)) < 0)
+	if (c->o->console_socket && (c->console = kiwi_connect_unix_nofollow(c->o->console_socket, "console", err)) < 0)
 		return -1;
 	if (pipe2(c->report, O_CLOEXEC) < 0)
 		return kiwi_error(err, errno, "exec", "cannot create a pipe");
@@ -364,12 +348,7 @@ static int write_pid_file(const char *path, pid_t pid, kiwi_err *err)
 	char tmp[4200], text[16];
 	snprintf(tmp, sizeof(tmp), "%s.kiwi-tmp", path);
 	int n = snprintf(text, sizeof(text), "%d", (int)pid);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, text, (size_t)n) != n || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return kiwi_error(err, errno, "pid-file", "cannot write pid file `%s`", path);
-	}
-	return 0;
+	return kiwi_write_file_replace(path, tmp, text, (size_t)n, 0644, "pid-file", err);
 }
 
 pid_t kiwi_oci_exec(const struct kiwi_oci_exec_opts *o, int *pidfd_out, kiwi_err *err)

@@ -6,6 +6,7 @@
  * from then on the pidfd cannot reach anyone else. */
 #include "oci_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/oci_runtime.h"
 
 #include <errno.h>
@@ -192,14 +193,7 @@ int kiwi_oci_state_save(const char *root, const struct kiwi_oci_state *st, kiwi_
 	/* Written whole, then renamed: a reader never sees half a file. */
 	snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", dir);
 	snprintf(path, sizeof(path), "%s/state.json", dir);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return kiwi_error(err, errno, "state", "cannot write `%s`", tmp);
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return kiwi_error(err, errno ? errno : EIO, "state", "cannot write `%s`", path);
-	}
-	return 0;
+	return kiwi_write_file_replace(path, tmp, text, len, 0600, "state", err);
 }
 
 static void copy_str(const kiwi_json *doc, const char *key, char *out, size_t len)
