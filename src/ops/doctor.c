@@ -5,7 +5,9 @@
  * forked child inside fresh namespaces, which vanish with it. */
 #include "kiwi/doctor.h"
 #include "kiwi/helper.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/landlock.h"
 #include "kiwi/nft.h"
 #include "kiwi/seccomp.h"
@@ -375,7 +377,8 @@ static int try_overlay(void *arg)
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(dirs); i++)
 		if (mkdir(dirs[i], 0755) < 0)
 			return errno;
-	if (mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w") < 0)
+	/* As a sandbox's root is mounted: userxattr, the upper on a tmpfs. */
+	if (mount("overlay", "/tmp/m", "overlay", 0, "lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr") < 0)
 		return errno;
 	return 0;
 }
@@ -384,11 +387,28 @@ static void check_overlayfs(struct kiwi_check_result *r)
 {
 	int e = in_child(try_overlay, NULL);
 	if (e) {
-		set(r, KIWI_CHECK_WARN, "cannot mount overlayfs in a user namespace: %s", strerror(e));
+		set(r, KIWI_CHECK_FAIL, "cannot mount overlayfs in a user namespace (every sandbox's root is "
+		    "one): %s", strerror(e));
 		set_fix(r, "modprobe overlay; mounting it in a user namespace needs Linux 5.11 or later");
 		return;
 	}
 	set(r, KIWI_CHECK_OK, "overlayfs mounts in a user namespace");
+}
+
+/* The writable layer's backends (kiwi/fslayer.h): which this host offers. */
+static void check_layer(struct kiwi_check_result *r)
+{
+	bool charged = !kiwi_cgroup_unavailable(KIWI_CG_MEMORY);
+	if (charged) {
+		set(r, KIWI_CHECK_OK, "tmpfs (memory-backed, default %llu MiB, charged to the sandbox's memory "
+		    "cgroup: --memory bounds it); disk-backed (loop image, project quota): not offered by "
+		    "this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
+		return;
+	}
+	set(r, KIWI_CHECK_WARN, "tmpfs (memory-backed, default %llu MiB, bounded by --disk only: no cgroup v2 "
+	    "memory controller to charge it to); disk-backed (loop image, project quota): not offered by "
+	    "this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
+	set_fix(r, "see cgroup.mode: with cgroup v2's memory controller, --memory bounds the layer too");
 }
 
 static int try_seccomp(void *arg)
@@ -495,7 +515,8 @@ static const struct {
 	{ "cgroup.root", false, check_cgroup_root },
 	{ "cgroup.user", false, check_cgroup_user },
 	{ "nftables", false, check_nftables },
-	{ "overlayfs", false, check_overlayfs },
+	{ "overlayfs", true, check_overlayfs },
+	{ "layer", false, check_layer },
 	{ "landlock", false, check_landlock },
 	{ "helper", false, check_helper },
 };

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import explain
+from conftest import explain, manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,3 +132,20 @@ def test_unknown_tag_is_in_the_verdict(kiwi, layout, cache):
     v = json.loads(verdict.read_text())
     assert v["exit_code"] == 125 and v["error"]["step"] == "image", v
     assert "no-such-tag" in v["error"]["message"], v
+
+
+def test_rw_root_writes_into_the_layer_never_the_cache(kiwi, layout, cache):
+    """--image X --rw-root: the root is writable, its writes go into the
+    sandbox's own layer, and the cache entry (shared by every sandbox of
+    the image) comes out exactly as it went in."""
+    r = image_run(kiwi, layout, cache, ["/bin/true"])
+    assert r.returncode == 0, explain(r)
+    entries = [p for p in cache.iterdir() if p.is_dir()]
+    assert len(entries) == 1, entries
+    before = manifest(entries[0])
+    r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "echo x > /etc/kiwi-new && rm -f /bin/true && "
+                                        "mkdir /newdir && cat /etc/kiwi-new"], opts=["--rw-root"])
+    assert r.returncode == 0 and r.stdout == "x\n", explain(r)
+    assert manifest(entries[0]) == before
+    r = image_run(kiwi, layout, cache, ["/bin/true"])
+    assert r.returncode == 0, explain(r)

@@ -10,8 +10,8 @@ import pytest
 from conftest import explain
 
 CHECKS = ["userns.sysctl", "userns.clone", "seccomp", "cgroup.mode", "cgroup.root", "cgroup.user",
-          "nftables", "overlayfs", "landlock", "helper"]
-REQUIRED = {"userns.sysctl", "userns.clone", "seccomp"}
+          "nftables", "overlayfs", "layer", "landlock", "helper"]
+REQUIRED = {"userns.sysctl", "userns.clone", "seccomp", "overlayfs"}
 
 
 def host_cgroup_mode():
@@ -76,6 +76,15 @@ def test_cgroup_mode_is_named_with_the_fix(kiwi):
         # and the limits that cannot work here are named
         assert "--memory" in c["detail"]
         assert by["cgroup.root"]["status"] == "warn" and "memory" in by["cgroup.root"]["detail"]
+
+
+def test_layer_backends_are_named(kiwi):
+    """Which writable-layer backends this host offers, and whether the
+    memory-backed one is charged to a memory cgroup (not on a hybrid host)."""
+    c = {c["name"]: c for c in json.loads(doctor(kiwi, "--json").stdout)["checks"]}["layer"]
+    assert c["detail"].startswith("tmpfs (memory-backed, default 1024 MiB"), c
+    assert "disk-backed" in c["detail"], c
+    assert (c["status"] == "ok") == (host_cgroup_mode() == "unified"), c
 
 
 def test_the_calling_users_delegation_is_checked(kiwi):
