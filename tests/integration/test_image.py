@@ -91,6 +91,32 @@ def test_unpacked_once_and_read_only(kiwi, layout, cache):
     assert not mode & 0o222, f"cache entry {entries[0]} is mode {mode & 0o7777:o}"
 
 
+def _tree(root):
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            st = os.lstat(os.path.join(d, n))
+            out[os.path.relpath(os.path.join(d, n), root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_rw_root_leaves_the_cache_entry_unchanged(kiwi, layout, cache):
+    """--rw-root on an image writes into the sandbox's own layer: the
+    shared cache entry is never written, and a later run of the image
+    does not see what an earlier one wrote under /bin."""
+    r = image_run(kiwi, layout, cache, ["true"])
+    assert r.returncode == 0, explain(r)
+    # The entry's own mtime marks its last use (for gc); what is in it must not move.
+    (entry,) = [p for p in cache.iterdir() if p.is_dir()]
+    before = _tree(entry)
+    r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "echo planted > /bin/kiwi-rw-marker; cat /bin/kiwi-rw-marker"],
+                  opts=["--rw-root"])
+    assert r.returncode == 0 and r.stdout == "planted\n", explain(r)
+    assert _tree(entry) == before
+    r = image_run(kiwi, layout, cache, ["/bin/sh", "-c", "test -e /bin/kiwi-rw-marker; echo $?"])
+    assert r.returncode == 0 and r.stdout == "1\n", explain(r)
+
+
 def test_unknown_tag_is_one_clear_line(kiwi, layout, cache):
     r = kiwi.raw(["run", "--image", f"{layout}:no-such-tag", "--image-cache", str(cache), "--", "true"])
     assert r.returncode == 125, explain(r)
