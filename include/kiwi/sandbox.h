@@ -157,7 +157,10 @@ struct kiwi_sandbox_result {
 
 /* Runs the command to completion. Returns 0 once it ran (whatever its
  * status), -1 with err set when the sandbox could not be built or the
- * command could not be executed (err->step "exec"). */
+ * command could not be executed (err->step "exec"). Nothing in cfg may
+ * point into the memory the kernel placed the process's arguments and
+ * environment in (copy them first, as kiwi-run's main() does): the
+ * sandbox's pid 1 blanks both before it forks the command. */
 int kiwi_sandbox_run(const struct kiwi_sandbox_config *cfg,
 		     struct kiwi_sandbox_result *res, kiwi_err *err);
 

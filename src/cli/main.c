@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -65,9 +66,26 @@ static void ensure_stdio(void)
 			_exit(KIWI_EXIT_FAILED);
 }
 
+/* The arguments, copied to the heap. Pid 1 of a sandbox is a copy of this
+ * process, and /proc/1/cmdline, which the command can read, is read from
+ * the memory the kernel placed our arguments in: pid 1 blanks it first
+ * thing (kiwi_init_main), so nothing kiwi-run keeps may point into it. */
+static char **own_arguments(int argc, char **argv)
+{
+	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
+	for (int i = 0; copy && i < argc; i++)
+		if (!(copy[i] = strdup(argv[i])))
+			return NULL;
+	return copy;
+}
+
 int main(int argc, char **argv)
 {
 	ensure_stdio();
+	if (!(argv = own_arguments(argc, argv))) {
+		fprintf(stderr, "kiwi-run: args: cannot copy the arguments: out of memory\n");
+		return KIWI_EXIT_FAILED;
+	}
 	/* A reader of our output that goes away must not kill the supervisor
 	 * of a running sandbox; the command gets SIGPIPE back by default. */
 	signal(SIGPIPE, SIG_IGN);

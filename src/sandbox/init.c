@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,27 +162,24 @@ static bool memory_areas(unsigned long area[4])
 	return p && sscanf(p, " %lu %lu %lu %lu", &area[0], &area[1], &area[2], &area[3]) == 4;
 }
 
-/* /proc/1/environ (closed by non-dumpable, but kept out of reach all the
- * same) would show the caller's whole environment, credentials included:
- * pid 1 is a clone of kiwi-run. The kernel reads it from our own memory,
- * so blank it there, first thing: nothing we use points into it (the
- * command's environment was built on the heap and from argv). */
-static void hide_environment(void)
+/* Blanks the memory the kernel placed our arguments and environment in,
+ * which /proc/1/cmdline and /proc/1/environ are read from: pid 1 is a copy
+ * of kiwi-run, and they would show the host paths of the rootfs and of
+ * bind sources, --env values and the caller's whole environment,
+ * credentials included (environ is also closed by non-dumpable, but kept
+ * out of reach all the same). Done first thing, before anything is forked:
+ * nothing we use points into either (kiwi-run copied its arguments to the
+ * heap, and the command's environment was built there). */
+static void hide_inherited_memory(void)
 {
-	unsigned long area[4];
-	if (memory_areas(area) && area[3] > area[2] && area[3] - area[2] <= (1UL << 21))
-		memset((void *)area[2], 0, area[3] - area[2]);
-}
-
-/* /proc/1/cmdline is readable by the command and would show kiwi-run's
- * arguments: host paths of the rootfs and of bind sources. The kernel
- * reads the arguments from our own memory, so blank them there. */
-static void hide_command_line(void)
-{
-	unsigned long area[4];
-	if (!memory_areas(area) || area[1] <= area[0] || area[1] - area[0] > (1UL << 21))
-		return;
 	static const char title[] = "kiwi-init";
+	unsigned long area[4];
+	if (!memory_areas(area))
+		return;
+	if (area[3] > area[2] && area[3] - area[2] <= (1UL << 21))
+		memset((void *)area[2], 0, area[3] - area[2]);
+	if (area[1] <= area[0] || area[1] - area[0] > (1UL << 21))
+		return;
 	size_t len = area[1] - area[0];
 	memset((void *)area[0], 0, len);
 	memcpy((void *)area[0], title, len > sizeof(title) ? sizeof(title) : len - 1);
@@ -205,10 +203,6 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 		close(pipefd[0]);
 		exec_command(args, pipefd[1]);
 	}
-	/* The command's process has its own copy of the configuration's
-	 * strings now, so pid 1 can blank them before the command could look
-	 * at /proc/1/cmdline (once it has exec'd, it is too late). */
-	hide_command_line();
 	close(pipefd[1]);
 	/* Reports until EOF, which comes with a successful exec; the last one
 	 * says how it went. */
@@ -412,20 +406,146 @@ static int drop_stdio(kiwi_err *err)
 	return 0;
 }
 
+/* What the steps of pid 1 share. */
+struct init_ctx {
+	const struct kiwi_init_args *args;
+	const struct kiwi_sandbox_config *cfg;
+	uint32_t sync_flags;             /* of sync #1 (KIWI_SYNC_NEW_CGROUPNS) */
+	struct kiwi_init_args cmd_args;  /* what the command's process gets */
+	pid_t cmd;
+	int64_t exec_ns;
+	struct disk_watch disk;          /* the writable layer, watched while the command runs */
+	char note[160];                  /* --debug: the step's details */
+};
+
+/* --debug only: the details of the step that just ended. */
+__attribute__((format(printf, 2, 3))) static void note(struct init_ctx *c, const char *fmt, ...)
+{
+	if (!c->cfg->debug)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->note, sizeof(c->note), fmt, ap);
+	va_end(ap);
+}
+
+/* The ids to build with, then no way back in for the command: not
+ * dumpable, and no fd of the caller's beyond stdio and what is passed on. */
+static int seal_pid1(struct init_ctx *c, kiwi_err *err)
+{
+	const struct kiwi_init_args *args = c->args;
+	const struct kiwi_sandbox_config *cfg = c->cfg;
+	const int keep[] = { args->sock, args->stdin_fd, args->stdout_fd, args->stderr_fd };
+	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
+	 * "0::/" inside, as when clone3 put us into the cgroup. */
+	if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0)
+		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
+	if (cfg->idmap && become_setup_ids(args, err) < 0)
+		return -1;
+	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
+	 * parent until here): /proc/1's environ, fds and exe stay closed to
+	 * the command, whatever pid 1's capabilities are when it looks. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		return kiwi_error(err, errno, "init", "cannot make pid 1 non-dumpable");
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, KIWI_ARRAY_SIZE(keep), err) < 0)
+		return -1;
+	note(c, "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
+	return 0;
+}
+
+static int set_names_and_loopback(struct init_ctx *c, kiwi_err *err)
+{
+	const char *name = c->cfg->hostname;
+	if (sethostname(name, strlen(name)) < 0)
+		return kiwi_error(err, errno, "hostname", "cannot set hostname `%s`", name);
+	if (kiwi_net_loopback_up(err) < 0)
+		return -1;
+	note(c, "hostname=%s lo up", name);
+	return 0;
+}
+
+/* Returns 1 (nothing done) without --network audit. */
+static int net_audit(struct init_ctx *c, kiwi_err *err)
+{
+	if (!c->cfg->net_audit)
+		return 1;
+	if (start_net_audit(c->args->sock, err) < 0)
+		return -1;
+	note(c, "packets out are logged and refused");
+	return 0;
+}
+
+static int build_filesystem(struct init_ctx *c, kiwi_err *err)
+{
+	const struct kiwi_sandbox_config *cfg = c->cfg;
+	if (kiwi_mount_rootfs(cfg, &c->disk.layer, err) < 0 ||
+	    send_layer(c->args->sock, cfg, c->disk.layer, err) < 0)
+		return -1;
+	note(c, "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs, cfg->rw_root ? "rw" : "ro", cfg->n_binds);
+	return 0;
+}
+
+/* The whole sandbox is without capabilities from the command's first
+ * instruction on: pid 1 drops them before it forks the command. --user:
+ * pid 1 takes on the command's ids first (after the process bound), with
+ * the capabilities still held, which kiwi_caps_drop_all() then clears. */
+static int drop_privileges(struct init_ctx *c, kiwi_err *err)
+{
+	const struct kiwi_sandbox_config *cfg = c->cfg;
+	/* Before --user's ids are taken on: pid 1 counts too, as the root
+	 * of the namespace it is. */
+	if (cfg->pids_rlimit > 0 &&
+	    setrlimit(RLIMIT_NPROC, &(struct rlimit){ (rlim_t)cfg->pids_rlimit, (rlim_t)cfg->pids_rlimit }) < 0)
+		return kiwi_error(err, errno, "init", "cannot set RLIMIT_NPROC to %lld", (long long)cfg->pids_rlimit);
+	if (cfg->idmap && become(c->args, cfg->uid, cfg->gid, err) < 0)
+		return -1;
+	if (kiwi_caps_drop_all(err) < 0)
+		return -1;
+	note(c, "every capability dropped, no_new_privs");
+	return 0;
+}
+
+static int start(struct init_ctx *c, kiwi_err *err)
+{
+	const struct kiwi_sandbox_config *cfg = c->cfg;
+	if (cfg->tty && open_terminal(c->args->sock, &c->cmd_args, err) < 0)
+		return -1;
+	c->cmd = start_command(&c->cmd_args, &c->exec_ns, err);
+	if (c->cmd < 0)
+		return -1;
+	note(c, "%.64s (forked; cwd, %slandlock, %s, execve)", cfg->argv[0], cfg->landlock ? "" : "no ",
+	     cfg->seccomp ? "seccomp" : "no seccomp");
+	return 0;
+}
+
+/* Pid 1's steps between sync #1 and #2, in the only order that works:
+ * the ids before files are made; the hostname and lo, and the audit's
+ * table, while pid 1 holds CAP_SYS_ADMIN and CAP_NET_ADMIN over its
+ * namespaces; the mounts before the capabilities go; the command last. */
+static const struct init_step {
+	const char *name;   /* its --debug line */
+	int (*run)(struct init_ctx *c, kiwi_err *err);
+} init_steps[] = {
+	{ "close-fds", seal_pid1 },
+	{ "uts-net", set_names_and_loopback },
+	{ "net-audit", net_audit },
+	{ "mount", build_filesystem },
+	{ "caps", drop_privileges },
+	{ "exec", start },
+};
+
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
-	const struct kiwi_sandbox_config *cfg = args->cfg;
+	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 } };
+	const struct kiwi_debug *dbg = c.cfg->debug;   /* fd 2 is still kiwi-run's (kiwi/debug.h) */
 	int sock = args->sock;
-	const int keep[] = { sock, args->stdin_fd, args->stdout_fd, args->stderr_fd };
 	kiwi_err err = { 0 };
 	struct kiwi_sync_msg m = { 0 };
-	/* --debug: our fd 2 is still kiwi-run's stderr (see kiwi/debug.h). */
-	const struct kiwi_debug *dbg = cfg->debug;
 	int64_t t = KIWI_DEBUG_NOW(dbg);
 
 	/* If kiwi-run dies, so does the sandbox. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	hide_environment();
+	hide_inherited_memory();
 	/* SIGCHLD stays blocked for the signalfd; the forwarded signals were
 	 * blocked by the parent before clone and stay so here. */
 	sigset_t chld;
@@ -436,98 +556,33 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* #1: wait for the parent to write our uid and gid maps. */
 	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
 		_exit(1);
+	c.sync_flags = m.flags;
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");
-	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
-	 * "0::/" inside, as when clone3 put us into the cgroup. */
-	if ((m.flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0) {
-		kiwi_error(&err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
-		goto fail;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(init_steps); i++) {
+		t = KIWI_DEBUG_NOW(dbg);
+		int r = init_steps[i].run(&c, &err);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			KIWI_DEBUG(dbg, "init", t, init_steps[i].name, "%s", c.note);
 	}
-	t = KIWI_DEBUG_NOW(dbg);
-	if (cfg->idmap && become_setup_ids(args, &err) < 0)
-		goto fail;
-	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
-	 * parent until here): /proc/1's environ (the caller's environment),
-	 * fds and exe stay closed to the command, whatever pid 1's
-	 * capabilities are at the moment it looks. */
-	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
-		kiwi_error(&err, errno, "init", "cannot make pid 1 non-dumpable");
-		goto fail;
-	}
-	/* Pid 1 holds no fd of the caller's beyond stdio and what is passed on. */
-	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, KIWI_ARRAY_SIZE(keep), &err) < 0)
-		goto fail;
-	KIWI_DEBUG(dbg, "init", t, "close-fds", "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
-	t = KIWI_DEBUG_NOW(dbg);
 
-	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0) {
-		kiwi_error(&err, errno, "hostname", "cannot set hostname `%s`", cfg->hostname);
-		goto fail;
-	}
-	if (kiwi_net_loopback_up(&err) < 0)
-		goto fail;
-	KIWI_DEBUG(dbg, "init", t, "uts-net", "hostname=%s lo up", cfg->hostname);
-	t = KIWI_DEBUG_NOW(dbg);
-	/* While pid 1 still holds CAP_NET_ADMIN over the namespace. */
-	if (cfg->net_audit && start_net_audit(sock, &err) < 0)
-		goto fail;
-	if (cfg->net_audit)
-		KIWI_DEBUG(dbg, "init", t, "net-audit", "packets out are logged and refused");
-	t = KIWI_DEBUG_NOW(dbg);
-	struct disk_watch disk = { .layer = -1 };
-	if (kiwi_mount_rootfs(cfg, &disk.layer, &err) < 0 || send_layer(sock, cfg, disk.layer, &err) < 0)
-		goto fail;
-	KIWI_DEBUG(dbg, "init", t, "mount", "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs,
-		   cfg->rw_root ? "rw" : "ro", cfg->n_binds);
-	t = KIWI_DEBUG_NOW(dbg);
-
-	/* Before --user's ids are taken on: pid 1 counts too, as the root
-	 * of the namespace it is. */
-	if (cfg->pids_rlimit > 0 &&
-	    setrlimit(RLIMIT_NPROC, &(struct rlimit){ (rlim_t)cfg->pids_rlimit, (rlim_t)cfg->pids_rlimit }) < 0) {
-		kiwi_error(&err, errno, "init", "cannot set RLIMIT_NPROC to %lld", (long long)cfg->pids_rlimit);
-		goto fail;
-	}
-	/* --user: pid 1 and so the command, with the capabilities still
-	 * held, which kiwi_caps_drop_all() then clears. */
-	if (cfg->idmap && become(args, cfg->uid, cfg->gid, &err) < 0)
-		goto fail;
-	/* The whole sandbox is without capabilities from the command's first
-	 * instruction on: pid 1 drops them before it forks the command. */
-	if (kiwi_caps_drop_all(&err) < 0)
-		goto fail;
-	KIWI_DEBUG(dbg, "init", t, "caps", "every capability dropped, no_new_privs");
-	t = KIWI_DEBUG_NOW(dbg);
-
-	/* #2: start the command and tell the parent how that went. */
-	struct kiwi_init_args cmd_args = *args;
-	if (cfg->tty && open_terminal(sock, &cmd_args, &err) < 0)
-		goto fail;
-	int64_t exec_ns = 0;
-	/* Copied now: the arguments' memory is blanked once the command forks. */
-	char prog[64] = "";
-	if (dbg)
-		snprintf(prog, sizeof(prog), "%s", cfg->argv[0]);
-	pid_t cmd = start_command(&cmd_args, &exec_ns, &err);
-	if (cmd < 0)
-		goto fail;
-	KIWI_DEBUG(dbg, "init", t, "exec", "%s (forked; cwd, %slandlock, %s, execve)", prog,
-		   cfg->landlock ? "" : "no ", cfg->seccomp ? "seccomp" : "no seccomp");
+	/* #2: tell the parent the command runs. */
 	m = (struct kiwi_sync_msg){
 		.type = KIWI_SYNC_EXEC_OK,
-		.mono_ns = exec_ns,
+		.mono_ns = c.exec_ns,
 		.real_ns = kiwi_clock_ns(CLOCK_REALTIME),
 	};
 	kiwi_sync_send(sock, &m);
 
-	/* From now on pid 1 holds no fd but the sync socket: its stdio, which
-	 * may be the caller's terminal, becomes /dev/null. */
-	const int kept[] = { sock, disk.layer };
+	/* From now on pid 1 holds no fd but the sync socket and the layer:
+	 * its stdio, which may be the caller's terminal, becomes /dev/null. */
+	const int kept[] = { sock, c.disk.layer };
 	if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0) {
-		kill(cmd, SIGKILL);
+		kill(c.cmd, SIGKILL);
 		goto fail;
 	}
-	supervise(sock, cmd, &disk);
+	supervise(sock, c.cmd, &c.disk);
 
 fail:
 	m = (struct kiwi_sync_msg){ .type = KIWI_SYNC_ERROR, .err = err };

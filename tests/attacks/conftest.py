@@ -15,12 +15,19 @@ Inputs (environment):
   KIWI_RUN     the kiwi-run binary (default <repo>/build/src/kiwi-run)
   KIWI_ATTACK  the kiwi-attack binary (default: compiled here, cc -static)
 """
+import fcntl
 import hashlib
 import json
 import os
+import pty
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import termios
+import time
+import tty
 from pathlib import Path
 
 import pytest
@@ -125,6 +132,49 @@ def attack(kiwi, name, *args, opts=(), rootfs=None, pass_fds=(), seccomp=None):
 
 def succeeded(steps):
     return sorted(s for s, rec in steps.items() if rec["ok"])
+
+
+def run_on_a_pty(argv, env, timeout=20):
+    """Runs argv with a fresh pty as its controlling terminal, stdin,
+    stdout and stderr, the way an interactive shell would. Returns
+    (exit status, bytes left unread in the terminal's input queue after it
+    ended, what it printed). Injected input would wait in that queue for
+    the shell's next read."""
+    rfd, wfd = os.pipe()
+    pid, master = pty.fork()
+    if pid == 0:  # the "shell": session leader, the pty is its terminal
+        try:
+            os.close(rfd)
+            tty.setraw(0)  # every pushed byte counts, no line discipline
+            rc = subprocess.run(argv, env=env, timeout=timeout).returncode
+            time.sleep(0.05)
+            n = struct.unpack("i", fcntl.ioctl(0, termios.FIONREAD, b"\0" * 4))[0]
+            queued = os.read(0, n).decode(errors="replace") if n else ""
+            os.write(wfd, json.dumps({"rc": rc, "queued": queued}).encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    out = b""
+    deadline = time.monotonic() + timeout + 5
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the slave side is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif os.waitpid(pid, os.WNOHANG)[0]:
+            pid = 0
+            break
+    if pid:
+        os.waitpid(pid, 0)
+    os.close(master)
+    with os.fdopen(rfd) as f:
+        res = json.loads(f.read() or '{"rc": null, "queued": ""}')
+    return res["rc"], res["queued"], out.decode(errors="replace")
 
 
 # ---------------------------------------------------------------------------

@@ -8,13 +8,10 @@ must never have that file used as a device or bound over a mask. Through
 `run`, `phase verify`, `shell` and the OCI verbs, root and rootless."""
 import json
 import os
-import pty
-import select
-import subprocess
 
 import pytest
 
-from conftest import ATTACK, attack, explain, parse_attack
+from conftest import ATTACK, attack, explain, parse_attack, run_on_a_pty
 
 DEVICES = {"/dev/null": "c 1:3", "/dev/zero": "c 1:5", "/dev/full": "c 1:7",
            "/dev/random": "c 1:8", "/dev/urandom": "c 1:9", "/dev/tty": "c 5:0"}
@@ -86,34 +83,10 @@ def test_phase_verify_cannot_change_the_host_devices_or_masks(kiwi, host_inodes_
     check_inode_attack(parse_attack(r), paths)
 
 
-def _on_a_terminal(argv, env, timeout=60):
-    """Runs argv with a pty as its stdio; returns (status, output)."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
-    os.close(slave)
-    out = b""
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], timeout)
-            if not ready:
-                p.kill()
-                break
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: every holder of the slave is gone
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-    return p.wait(timeout=timeout), out.decode(errors="replace").replace("\r\n", "\n")
-
-
 def test_shell_cannot_change_the_host_devices_or_masks(kiwi, host_inodes_unchanged):
     paths = [*DEVICES, *MASKED]
-    status, out = _on_a_terminal(kiwi.raw_argv(["shell", "--rootfs", kiwi.rootfs, "--", ATTACK, "inode",
-                                                *paths]), kiwi.env())
+    status, _, out = run_on_a_pty(kiwi.raw_argv(["shell", "--rootfs", kiwi.rootfs, "--", ATTACK, "inode",
+                                                 *paths]), kiwi.env())
     assert status == 0, out
     steps = {}
     for line in out.splitlines():

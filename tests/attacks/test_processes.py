@@ -3,21 +3,14 @@
 /proc/<pid>/exe overwrite (runc CVE-2019-5736), file descriptors leaked by
 the caller and working directories of the form /proc/self/fd/N (runc
 CVE-2024-21626), and input pushed into the caller's terminal (TIOCSTI)."""
-import fcntl
 import json
 import os
-import pty
-import select
 import shutil
-import struct
 import subprocess
-import termios
-import time
-import tty
 
 import pytest
 
-from conftest import ATTACK, attack, explain, parse_attack, succeeded
+from conftest import ATTACK, attack, explain, parse_attack, run_on_a_pty, succeeded
 
 SECRET = "KIWI-LEAKED-SECRET"
 
@@ -170,54 +163,11 @@ def test_command_through_a_leaked_fd(kiwi, leaked_fds, program):
 # -- TIOCSTI into the caller's terminal
 
 
-def _run_on_a_pty(argv, env, timeout=20):
-    """Runs argv with a fresh pty as its controlling terminal, stdin,
-    stdout and stderr, the way an interactive shell would. Returns
-    (exit status, bytes left unread in the terminal's input queue after it
-    ended, what it printed). Injected input would wait in that queue for
-    the shell's next read."""
-    rfd, wfd = os.pipe()
-    pid, master = pty.fork()
-    if pid == 0:  # the "shell": session leader, the pty is its terminal
-        try:
-            os.close(rfd)
-            tty.setraw(0)  # every pushed byte counts, no line discipline
-            rc = subprocess.run(argv, env=env, timeout=timeout).returncode
-            time.sleep(0.05)
-            n = struct.unpack("i", fcntl.ioctl(0, termios.FIONREAD, b"\0" * 4))[0]
-            queued = os.read(0, n).decode(errors="replace") if n else ""
-            os.write(wfd, json.dumps({"rc": rc, "queued": queued}).encode())
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    out = b""
-    deadline = time.monotonic() + timeout + 5
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: the slave side is closed
-                break
-            if not chunk:
-                break
-            out += chunk
-        elif os.waitpid(pid, os.WNOHANG)[0]:
-            pid = 0
-            break
-    if pid:
-        os.waitpid(pid, 0)
-    os.close(master)
-    with os.fdopen(rfd) as f:
-        res = json.loads(f.read() or '{"rc": null, "queued": ""}')
-    return res["rc"], res["queued"], out.decode(errors="replace")
-
-
 def test_tiocsti_reaches_no_terminal(kiwi):
     """The command runs in a session of its own (no controlling terminal),
     gets /dev/null for a terminal stdin and pipes for stdout and stderr,
     and the profile refuses TIOCSTI: nothing reaches the caller's input."""
-    rc, queued, out = _run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"]), kiwi.env())
+    rc, queued, out = run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"]), kiwi.env())
     assert rc == 0, out
     steps = {s["step"]: s for s in map(json.loads, (l for l in out.splitlines() if l.startswith("{")))}
     assert "tiocsti-fd0" in steps, out
@@ -229,7 +179,7 @@ def test_tiocsti_unconfined_reaches_no_terminal(kiwi):
     """Without the filter the session of its own is the wall: TIOCSTI on a
     terminal that is not one's controlling terminal needs CAP_SYS_ADMIN,
     and so does stealing it (TIOCSCTTY)."""
-    rc, queued, out = _run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"], ["--seccomp", "unconfined"]),
+    rc, queued, out = run_on_a_pty(kiwi.argv([ATTACK, "tiocsti"], ["--seccomp", "unconfined"]),
                                     kiwi.env())
     assert rc == 0, out
     assert queued == "", f"input was pushed into the caller's terminal: {queued!r}\n{out}"
@@ -244,6 +194,24 @@ def test_tiocsti_control_outside_a_sandbox(attack_binary):
                 pytest.skip("dev.tty.legacy_tiocsti=0: TIOCSTI is refused host-wide")
     except FileNotFoundError:
         pass  # kernels before 6.2 always allow it
-    rc, queued, out = _run_on_a_pty([str(attack_binary), "tiocsti"], {"PATH": "/usr/bin:/bin"})
+    rc, queued, out = run_on_a_pty([str(attack_binary), "tiocsti"], {"PATH": "/usr/bin:/bin"})
     assert rc == 0, out
     assert "kiwi-injected" in queued, out
+
+
+# -- pid 1's arguments
+
+
+def test_pid1_cmdline_shows_none_of_kiwi_runs_arguments(kiwi):
+    """/proc/1/cmdline as the command reads it before its main(): pid 1
+    blanked the arguments it inherited from kiwi-run (host paths, --env
+    values) before it forked anything, so no moment shows them."""
+    work = kiwi.workdir()
+    opts = ["--env", "KIWI_SECRET=cmdline-canary-6f1d", "--hostname", "cmdline-host-canary",
+            "--bind", f"{work}:/workspace"]
+    seen = attack(kiwi, "cmdline", opts=opts)["pid1-cmdline"]
+    assert seen["ok"], seen
+    assert seen["note"].strip() == "kiwi-init", seen
+    for arg in kiwi.argv([ATTACK, "cmdline"], opts):
+        if len(arg) > 3:
+            assert arg not in seen["note"], (arg, seen)
