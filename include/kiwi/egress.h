@@ -142,6 +142,20 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
  * cloned, stopped by teardown. A no-op for other kinds and for an
  * allowlist of addresses only. The gate's decisions go to e's audit. */
 int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err);
+/* The gate's two ports on the gateway (both 0: no gate). */
+void kiwi_egress_gate_ports(const struct kiwi_egress *e, uint16_t *dns, uint16_t *tcp);
+/* kiwi-helper's side: the table it builds redirects to the caller's gate,
+ * listening on the gateway address (host byte order). */
+uint32_t kiwi_egress_gateway(const struct kiwi_egress *e);
+void kiwi_egress_set_gate(struct kiwi_egress *e, uint16_t dns, uint16_t tcp);
+/* The caller's side through kiwi-helper: an egress that owns nothing on
+ * the host (the helper has the veth, the table, the pool's lock), only
+ * the policy, the block and this host's addresses, for a gate of its
+ * own; attach a gate to it, send the helper the ports, and once the
+ * helper has attached, start it. Torn down with kiwi_egress_teardown(). */
+int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egress_child *child,
+		      struct kiwi_egress **out, kiwi_err *err);
+int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err);
 struct kiwi_proxy_event;
 void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_proxy_event *ev);
 

@@ -58,6 +58,9 @@ struct kiwi_helper_request {
 	struct kiwi_id_extent gid_map[KIWI_HELPER_MAX_EXTENTS];
 	size_t n_gid_map;
 	struct kiwi_egress_config egress;      /* EGRESS_PREPARE */
+	/* EGRESS_ATTACH: the caller's name gate, listening on the gateway
+	 * address (0: none); the table redirects there */
+	uint16_t gate_dns, gate_tcp;
 	/* CGROUP_PREPARE: what the caller asks for (-1 / 0: not asked). */
 	struct kiwi_cgroup_limits limits;
 	char parent[KIWI_HELPER_SUBTREE_MAX];  /* "": the subtree itself */

@@ -31,6 +31,9 @@ struct kiwi_helper {
 	int sock;
 	bool egress;                     /* egress-prepare answered */
 	struct kiwi_egress_child child;
+	/* host_allowlist by name: our own name gate (the helper only
+	 * redirects to it); NULL: none */
+	struct kiwi_egress *gate;
 };
 
 const char *kiwi_helper_path(void)
@@ -91,6 +94,7 @@ int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err)
 {
 	if (!h)
 		return 0;
+	kiwi_egress_teardown(h->gate, NULL);
 	close(h->sock);
 	/* It removes the veth, the table and the cgroup, then exits. The
 	 * caller cannot kill it (its real uid is root): wait, but not for
@@ -231,15 +235,6 @@ static int check_unprivileged(const struct kiwi_egress_config *c, kiwi_err *err)
 	if (c->pool.addr != d.pool.addr || c->pool.prefix != d.pool.prefix)
 		return kiwi_error(err, EPERM, "egress", "--egress-pool needs root: through the helper, the pool "
 							 "is the admin's");
-	/* The name gate runs in kiwi-run, and the helper cannot yet build a
-	 * table that redirects to it: refused plainly rather than a run
-	 * whose every name fails. */
-	for (size_t i = 0; c->kind == KIWI_EGRESS_HOST_ALLOWLIST && i < c->n_allow_hosts; i++)
-		if (!kiwi_egress_host_is_addr(&c->allow_hosts[i]))
-			return kiwi_error(err, EPERM, "egress",
-					  "--allow-host `%s`: host_allowlist by name needs root for now (the name gate "
-					  "does not run through kiwi-helper yet); an entry written as an IPv4 address works",
-					  c->allow_hosts[i].name);
 	return 0;
 }
 
@@ -276,6 +271,10 @@ int kiwi_helper_egress_prepare(struct kiwi_helper **hp, const struct kiwi_egress
 		return -1;
 	h->egress = true;
 	*child = h->child;
+	/* The name gate is ours, unprivileged, never the helper's; the
+	 * helper's table redirects to the ports it bound. */
+	if (kiwi_egress_shell(c, &h->child, &h->gate, err) < 0 || kiwi_egress_gate_attach(h->gate, err) < 0)
+		return -1;
 	return 0;
 }
 
@@ -313,8 +312,13 @@ static int configure_inside(int pidfd, const struct kiwi_egress_child *child, ki
 
 int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 {
-	static const char req[] = "{\"op\":\"egress-attach\"}";
-	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, sizeof(req) - 1, pidfd, err);
+	uint16_t dns, tcp;
+	char req[96];
+	kiwi_egress_gate_ports(h->gate, &dns, &tcp);
+	int len = dns ? snprintf(req, sizeof(req), "{\"op\":\"egress-attach\",\"gate_dns\":%u,\"gate_tcp\":%u}",
+				 dns, tcp)
+		      : snprintf(req, sizeof(req), "{\"op\":\"egress-attach\"}");
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, (size_t)len, pidfd, err);
 	long long host_ifindex;
 	if (!j)
 		return -1;
@@ -322,7 +326,8 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-attach has no host_ifindex");
 	if (configure_inside(pidfd, &h->child, err) < 0)
 		return -1;
-	return kiwi_egress_wait_host((int)host_ifindex, err);
+	/* the gate's thread last: configure_inside forks */
+	return kiwi_egress_wait_host((int)host_ifindex, err) < 0 ? -1 : kiwi_egress_gate_start(h->gate, err);
 }
 
 static void write_map(kiwi_json_writer *w, const char *key, const struct kiwi_id_extent *m, size_t n)

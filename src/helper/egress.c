@@ -65,12 +65,52 @@ int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_con
 	return r;
 }
 
-int helper_egress_attach(struct helper_session *s, kiwi_err *err)
+/* Is a socket of uid bound on addr:port in this network namespace, in
+ * state st (/proc/net/tcp, udp: local address and port in hex, the
+ * address as the kernel's big-endian word read natively)? */
+static bool bound_by(const char *table, uint32_t addr, uint16_t port, unsigned st, uid_t uid)
+{
+	FILE *f = fopen(table, "re");
+	char line[512];
+	bool found = false;
+	/* the first line is the header */
+	if (!f || !fgets(line, sizeof(line), f))
+		goto out;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned la, lp, state;
+		unsigned long owner;
+		found = sscanf(line, " %*u: %8X:%4X %*X:%*X %2X %*X:%*X %*X:%*X %*X %lu", &la, &lp, &state, &owner) == 4 &&
+			la == htonl(addr) && lp == port && state == st && owner == uid;
+	}
+out:
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* The caller's name gate: the table will send the sandbox's DNS and TCP
+ * to these ports of the gateway, so they must be the caller's own
+ * sockets there (a listening TCP one, a UDP one), not some service of
+ * the host's that the sandbox must never reach. */
+static int check_gate(struct helper_session *s, uint16_t dns, uint16_t tcp, kiwi_err *err)
+{
+	uint32_t gw = kiwi_egress_gateway(s->egress);
+	if (!dns || !tcp || !bound_by("/proc/net/udp", gw, dns, 0x07, s->uid) ||
+	    !bound_by("/proc/net/tcp", gw, tcp, 0x0A, s->uid))
+		return kiwi_error(err, EPERM, "request", "egress-attach: gate ports %u and %u are not your own sockets "
+				  "on the gateway address", dns, tcp);
+	kiwi_egress_set_gate(s->egress, dns, tcp);
+	return 0;
+}
+
+int helper_egress_attach(struct helper_session *s, uint16_t gate_dns, uint16_t gate_tcp, kiwi_err *err)
 {
 	if (!s->egress)
 		return kiwi_error(err, EINVAL, STEP, "egress-attach before egress-prepare");
 	if (s->attached)
 		return kiwi_error(err, EEXIST, STEP, "the sandbox already has its veth");
+	if ((gate_dns || gate_tcp) && check_gate(s, gate_dns, gate_tcp, err) < 0)
+		return -1;
 	_cleanup_close_ int ns = helper_sandbox_netns(&s->sb, err);
 	if (ns < 0)
 		return -1;

@@ -159,6 +159,16 @@ static int parse_cgroup_key(struct kiwi_helper_request *req, const char *key, co
 	return kiwi_error(err, EINVAL, "request", "cgroup-prepare: unknown key \"%.64s\"", key);
 }
 
+/* A port of the caller's own name gate: unprivileged, 1024 to 65535. */
+static int parse_port(const kiwi_json *v, const char *key, uint16_t *out, kiwi_err *err)
+{
+	long long n;
+	if (!kiwi_json_int(v, &n) || n < 1024 || n > 65535)
+		return kiwi_error(err, EINVAL, "request", "\"%s\" is not a port from 1024 to 65535", key);
+	*out = (uint16_t)n;
+	return 0;
+}
+
 static int parse_key(struct kiwi_helper_request *req, const char *key, const kiwi_json *v, kiwi_err *err)
 {
 	switch (req->op) {
@@ -173,6 +183,11 @@ static int parse_key(struct kiwi_helper_request *req, const char *key, const kiw
 	case KIWI_HELPER_OP_CGROUP_PREPARE:
 		return parse_cgroup_key(req, key, v, err);
 	case KIWI_HELPER_OP_EGRESS_ATTACH:
+		if (!strcmp(key, "gate_dns"))
+			return parse_port(v, key, &req->gate_dns, err);
+		if (!strcmp(key, "gate_tcp"))
+			return parse_port(v, key, &req->gate_tcp, err);
+		break;
 	case KIWI_HELPER_OP_CGROUP_ATTACH:
 	default:
 		break;

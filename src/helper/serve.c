@@ -192,7 +192,7 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 		res->with_child = true;
 		return helper_egress_prepare(s, &req.egress, &res->child, err);
 	case KIWI_HELPER_OP_EGRESS_ATTACH:
-		if (bind_sandbox(s, m, err) < 0 || helper_egress_attach(s, err) < 0)
+		if (bind_sandbox(s, m, err) < 0 || helper_egress_attach(s, req.gate_dns, req.gate_tcp, err) < 0)
 			return -1;
 		res->host_ifindex = kiwi_egress_host_ifindex(s->egress);
 		return 0;

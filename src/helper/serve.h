@@ -36,7 +36,7 @@ bool helper_wait_request(void);
 /* egress.c */
 int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_config *c,
 			  struct kiwi_egress_child *child, kiwi_err *err);
-int helper_egress_attach(struct helper_session *s, kiwi_err *err);
+int helper_egress_attach(struct helper_session *s, uint16_t gate_dns, uint16_t gate_tcp, kiwi_err *err);
 void helper_egress_teardown(struct helper_session *s);
 
 /* cgroup_op.c */

@@ -301,6 +301,45 @@ int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress *
 	return 0;
 }
 
+int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egress_child *child,
+		      struct kiwi_egress **out, kiwi_err *err)
+{
+	*out = NULL;
+	struct kiwi_egress *e = egress_new(c);
+	if (!e)
+		return kiwi_error(err, ENOMEM, "egress", "out of memory");
+	e->cfg.audit_path = NULL;   /* through the helper: no audit file */
+	e->block = child->gateway - 1;
+	if (host_addrs(e, err) < 0) {
+		kiwi_egress_teardown(e, NULL);
+		return -1;
+	}
+	*out = e;
+	return 0;
+}
+
+void kiwi_egress_gate_ports(const struct kiwi_egress *e, uint16_t *dns, uint16_t *tcp)
+{
+	*dns = e ? e->gate_dns : 0;
+	*tcp = e ? e->gate_tcp : 0;
+}
+
+uint32_t kiwi_egress_gateway(const struct kiwi_egress *e)
+{
+	return e->block + 1;
+}
+
+void kiwi_egress_set_gate(struct kiwi_egress *e, uint16_t dns, uint16_t tcp)
+{
+	e->gate_dns = dns;
+	e->gate_tcp = tcp;
+}
+
+int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err)
+{
+	return e && e->gate ? e->gate_ops->start(e->gate, err) : 0;
+}
+
 /* ---- after clone ---- */
 
 static int child_netns(pid_t child, int pidfd, kiwi_err *err)
@@ -450,7 +489,7 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 	/* the gate's thread last: nothing forks after it */
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
 	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ||
-	       (e->gate && e->gate_ops->start(e->gate, err) < 0) ? -1 : 0;
+	       kiwi_egress_gate_start(e, err) < 0 ? -1 : 0;
 }
 
 int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PUBLIC, attach, idmap, in_world, refused, world  # noqa: F401 (fixtures)
+from conftest import PUBLIC, attach, default_rules, idmap, in_world, refused, world  # noqa: F401 (fixtures)
 from fakenet import HOST_UPLINK, leftovers
 
 
@@ -133,6 +133,49 @@ def test_kiwi_run_egress_as_a_user(world, kiwi_run, helper, config):
     assert res[1]["ok"], res[1]
     for got, call in zip(res[2:], calls[2:]):
         assert not got["ok"], f"{call} should be refused: {got}"
+    assert leftovers(world.host) == ([], [])
+
+
+def test_kiwi_run_host_allowlist_by_name_as_a_user(world, kiwi_run, helper, config, users):
+    """Issue 16: the name gate runs in the user's own kiwi-run, the
+    helper's table redirects to it."""
+    rules = default_rules(users)
+    rules[0]["egress"] = ["host_allowlist"]
+    config.write(rules)
+    flags = ["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+             "--allow-host", "good.test", "--dns", "192.0.2.53"]
+    calls = [["resolve", "good.test"], ["tls", "203.0.113.10", 443, "good.test"],
+             ["tls", "203.0.113.10", 443, "shared.test"], ["resolve", "shared.test"],
+             ["tcp", "169.254.169.254", 80]]
+    script = "; ".join(" ".join([PROBE, *map(str, c)]) for c in calls)
+    r = run_as(world, "kiwi-test", kiwi_run, helper, flags, ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert res[0]["reply"] == "203.0.113.10", res[0]
+    assert res[1]["ok"] and res[1]["reply"].startswith("pong"), res[1]
+    assert not res[2]["ok"] and res[2]["error"] == "ECONNRESET", res[2]
+    assert res[3]["error"] == "NXDOMAIN", res[3]
+    assert not res[4]["ok"], res[4]
+    assert leftovers(world.host) == ([], [])
+
+
+def test_gate_ports_must_be_the_callers_own(in_world, users, config, world):
+    """A caller cannot have its sandbox redirected to a port it does not
+    hold on the gateway (a host service bound to every address)."""
+    rules = default_rules(users)
+    rules[0]["egress"] = ["host_allowlist"]
+    config.write(rules)
+    c = in_world()
+    c.start()
+    assert c.request({"op": "egress-prepare", "egress": "host_allowlist", "allow-host": ["good.test"],
+                      "allow-cidr": ["203.0.113.0/24"], "dns": "192.0.2.53"})["ok"]
+    sb = c.call("sandbox")
+    assert c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}
+    refused(c.request({"op": "egress-attach", "gate_dns": 5353, "gate_tcp": 8081}, [{"sandbox": sb["id"]}]),
+            "not your own sockets")
+    refused(c.request({"op": "egress-attach", "gate_dns": 53, "gate_tcp": 22}, [{"sandbox": sb["id"]}]),
+            "from 1024 to 65535")
+    c.call("close")
     assert leftovers(world.host) == ([], [])
 
 
