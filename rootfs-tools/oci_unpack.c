@@ -173,8 +173,10 @@ static int check_dest(int pfd, const char *base, const char *dest, bool *empty_d
 	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : kiwi_error(err, errno, "unpack", "cannot inspect `%s`", dest);
 	if (S_ISDIR(st.st_mode)) {
-		int fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (d)
+			(void)TAKE_FD(fd);   /* closedir closes it; when fdopendir fails, we do */
 		size_t n = 0;
 		for (struct dirent *de; d && (de = readdir(d));)
 			n++;

@@ -333,13 +333,14 @@ static int parse_process(struct parser *p, const kiwi_json *v)
 		return -1;
 	const kiwi_json *cs = kiwi_json_get(v, "consoleSize");
 	if (cs && kiwi_json_type_of(cs) != KIWI_JSON_NULL) {
+		/* Either may be absent: 0, not set (opt_int leaves it alone). */
+		long long height = 0, width = 0;
 		if (want_type(p, cs, KIWI_JSON_OBJECT, "process.consoleSize") < 0 ||
-		    opt_int(p, cs, "height", "process.consoleSize", 0, 65535, &n, NULL) < 0)
+		    opt_int(p, cs, "height", "process.consoleSize", 0, 65535, &height, NULL) < 0 ||
+		    opt_int(p, cs, "width", "process.consoleSize", 0, 65535, &width, NULL) < 0)
 			return -1;
-		pr->console_height = (unsigned)n;
-		if (opt_int(p, cs, "width", "process.consoleSize", 0, 65535, &n, NULL) < 0)
-			return -1;
-		pr->console_width = (unsigned)n;
+		pr->console_height = (unsigned)height;
+		pr->console_width = (unsigned)width;
 	}
 	if (parse_user(p, kiwi_json_get(v, "user")) < 0)
 		return -1;

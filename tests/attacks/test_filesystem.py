@@ -104,6 +104,18 @@ def test_dotdot_through_a_bind(kiwi):
         assert parse_attack(r)["getcwd"]["note"] == "/"
 
 
+def test_bind_destination_of_two_thousand_components(kiwi):
+    """Its mount point is made one component at a time in a loop: a walk
+    that recursed once per component (4 KiB a frame) overflowed pid 1's
+    stack, and kiwi-run could only say that init ended without reporting."""
+    copy = kiwi.rootfs_copy()
+    work = kiwi.workdir()
+    (work / "marker").write_text("deep\n")
+    dest = "/a" * 2000
+    r = kiwi.run(["cat", f"{dest}/marker"], opts=["--bind", f"{work}:{dest}"], rootfs=copy)
+    assert r.returncode == 0 and r.stdout == "deep\n", explain(r)
+
+
 # -- setuid and file capabilities
 
 

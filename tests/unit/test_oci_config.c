@@ -117,6 +117,41 @@ Test(oci_config, process_fields)
 	kiwi_oci_config_free(c);
 }
 
+/* Leaves a pattern where the parser's frames will lie, so that a field
+ * copied from a local it never set shows as the pattern, not as a lucky 0. */
+__attribute__((noinline)) static void paint_stack(void)
+{
+	volatile unsigned char junk[64 * 1024];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = 0x5a;
+}
+
+/* consoleSize with one of its two fields: the other is 0 (not set), never
+ * what happened to be on the stack nor the other field's value. */
+Test(oci_config, console_size_with_one_field)
+{
+	static const struct { const char *json; unsigned height, width; } cases[] = {
+		{ "{\"width\":80}", 0, 80 },
+		{ "{\"height\":24}", 24, 0 },
+		{ "{}", 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text),
+			 "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\"},\"process\":{\"args\":[\"sh\"],"
+			 "\"cwd\":\"/\",\"terminal\":true,\"consoleSize\":%s}," LINUX_NS "}}", cases[i].json);
+		kiwi_err e;
+		paint_stack();
+		struct kiwi_oci_config *c = parse(text, &e);
+		cr_assert_not_null(c, "%s: %s", text, e.msg);
+		cr_assert_eq(c->process.console_height, cases[i].height, "%s: height %u", cases[i].json,
+			     c->process.console_height);
+		cr_assert_eq(c->process.console_width, cases[i].width, "%s: width %u", cases[i].json,
+			     c->process.console_width);
+		kiwi_oci_config_free(c);
+	}
+}
+
 Test(oci_config, mounts_options)
 {
 	kiwi_err e;
