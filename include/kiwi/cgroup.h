@@ -75,10 +75,16 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 		       struct kiwi_cgroup **out, kiwi_err *err);
 /* An OCI container's cgroup (linux.cgroupsPath, a path as for parent
  * above): exactly path, made with its parents when missing (*made says
- * whether the leaf was), with the limits written. Never locked nor named
- * kiwi-*, so gc leaves it alone: it outlives kiwi-run. */
-int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made,
+ * whether the leaf was; made_top, PATH_MAX bytes, gets the absolute path
+ * of the highest cgroup made, "" when none), with the controllers the
+ * limits need enabled in every cgroup on the way down, as runc and crun
+ * do, and the limits written. Never locked nor named kiwi-*, so gc
+ * leaves it alone: it outlives kiwi-run. */
+int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made, char *made_top,
 			  struct kiwi_cgroup **out, kiwi_err *err);
+/* rmdir from (absolute) and each parent up to top included, while they
+ * are empty; nothing unless top is from or one of its parents, on cgroup2. */
+void kiwi_cgroup_remove_parents(const char *from, const char *top);
 /* A cgroup kiwi-helper(8) made and delegated to us, by its name in the
  * unified hierarchy ("/kiwi.slice/kiwi-..."): opened and locked like our
  * own. It is the helper's: kiwi_cgroup_destroy() kills and waits for what

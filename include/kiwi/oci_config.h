@@ -28,6 +28,9 @@ struct kiwi_oci_mount {
 	uint64_t attr_set, attr_clr;   /* MOUNT_ATTR_* from ro, nosuid, ... */
 	uint64_t propagation;      /* MS_PRIVATE/MS_SHARED/... or 0 */
 	bool propagation_recursive;
+	/* sync, dirsync: flags of a new filesystem's superblock; a bind shares
+	 * its source's superblock, which the kernel never changes through it. */
+	bool sync, dirsync;
 	/* Filesystem options ("mode=755", "newinstance"), NULL-terminated;
 	 * passed to fsconfig() key by key. */
 	char **data;

@@ -36,6 +36,8 @@ struct kiwi_oci_state {
 	char created[40];          /* RFC 3339, UTC */
 	char cgroup[4096];         /* absolute path of the container's cgroup, "" when none */
 	bool cgroup_owned;         /* kiwi-run made it, delete removes it */
+	char cgroup_top[4096];     /* the highest cgroup kiwi-run made for it, "" none: delete
+				    * removes the parents up to it when they are empty */
 	uid_t owner;
 	char *annotations;         /* JSON object text, or NULL */
 };
@@ -103,6 +105,7 @@ struct kiwi_oci_exec_opts {
 	bool tty, no_new_privs;
 	const char *console_socket, *pid_file;
 	int preserve_fds;
+	const char *cgroup;        /* --cgroup: an existing sub-cgroup of the container's, or NULL */
 };
 
 /* exec: starts a process in the container's namespaces and cgroup, with

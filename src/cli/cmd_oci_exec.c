@@ -108,8 +108,7 @@ static int parse_exec(int argc, char **argv, struct exec_cli *a)
 			a->o.preserve_fds = (int)n;
 			break;
 		}
-		case E_CGROUP:
-			return kiwi_oci_usage("exec", "--cgroup is not supported: the process joins the init's cgroup");
+		case E_CGROUP: a->o.cgroup = optarg; break;
 		case E_IGNORED:
 			kiwi_oci_log("debug", "exec: `%s` is ignored", argv[optind - 1]);
 			break;

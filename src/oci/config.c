@@ -431,8 +431,12 @@ static int mount_option(struct parser *p, struct kiwi_oci_mount *m, char *opt, c
 		m->recursive = opt[0] == 'r';
 		return 0;
 	}
+	if (!strcmp(opt, "sync") || !strcmp(opt, "dirsync")) {
+		*(opt[0] == 's' ? &m->sync : &m->dirsync) = true;
+		return 0;
+	}
 	static const char *const refused[] = {
-		"sync", "dirsync", "remount", "mand", "tmpcopyup", "idmap", "ridmap", "copy-symlink",
+		"remount", "mand", "tmpcopyup", "idmap", "ridmap", "copy-symlink",
 		"rro", "rrw", "rnosuid", "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime",
 		"ratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime", "rdiratime",
 		"rnodiratime", "nosymfollow", "rnosymfollow", "symfollow", "rsymfollow",

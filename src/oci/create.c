@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -40,6 +41,7 @@ struct creation {
 	struct kiwi_seccomp *seccomp;
 	struct kiwi_cgroup *cg;    /* NULL: none */
 	bool cg_made;
+	int *bind_trees;           /* per mount, or NULL (open_bind_sources) */
 	int sock, console, pidfd;
 	pid_t pid;
 	bool dir_made;
@@ -320,7 +322,7 @@ static int make_cgroup(struct creation *c, kiwi_err *err)
 	if (miss)
 		return unenforceable(cfg, miss, err);
 	kiwi_err e = { 0 };
-	if (kiwi_cgroup_open_path(path, &cfg->limits, &c->cg_made, &c->cg, &e) == 0) {
+	if (kiwi_cgroup_open_path(path, &cfg->limits, &c->cg_made, c->st.cgroup_top, &c->cg, &e) == 0) {
 		snprintf(c->st.cgroup, sizeof(c->st.cgroup), "%s", kiwi_cgroup_path(c->cg));
 		c->st.cgroup_owned = c->cg_made;
 		return 0;
@@ -389,6 +391,38 @@ static int join_pid_namespace(const struct kiwi_oci_config *cfg, kiwi_err *err)
 	return 0;
 }
 
+/* In a user namespace the init's root may not reach a bind source the
+ * runtime can (a 0700 directory of the host's root): a clone of each is
+ * opened here too, by the runtime's own uid, above the preserved fds, for
+ * the init to fall back on. One that cannot be opened here (a rootless
+ * runtime has no right to clone mounts) is the init's to open or refuse. */
+static void open_bind_sources(struct creation *c)
+{
+	const struct kiwi_oci_config *cfg = c->cfg;
+	if (!(cfg->new_ns & CLONE_NEWUSER) || !cfg->n_mounts || !(c->bind_trees = calloc(cfg->n_mounts, sizeof(int))))
+		return;
+	_cleanup_close_ int bundle = open(c->bundle, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		const struct kiwi_oci_mount *m = &cfg->mounts[i];
+		c->bind_trees[i] = -1;
+		int t = m->bind && bundle >= 0 ? open_tree(bundle, m->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+								  (m->recursive ? AT_RECURSIVE : 0))
+					       : -1;
+		if (t >= 0) {
+			c->bind_trees[i] = fcntl(t, F_DUPFD_CLOEXEC, 3 + c->o->preserve_fds);
+			close(t);
+		}
+	}
+}
+
+static void close_bind_sources(struct creation *c)
+{
+	for (size_t i = 0; c->bind_trees && i < c->cfg->n_mounts; i++)
+		if (c->bind_trees[i] >= 0)
+			close(c->bind_trees[i]);
+	free(TAKE_PTR(c->bind_trees));
+}
+
 static int spawn_init(struct creation *c, kiwi_err *err)
 {
 	int sp[2];
@@ -405,10 +439,12 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		close(sp[1]);
 		return kiwi_error(err, errno, "start", "cannot open `%s`", fifo);
 	}
+	open_bind_sources(c);
 	struct oci_init_args args = {
 		.cfg = c->cfg, .bundle = c->bundle, .rootfs = c->rootfs, .state_dir = c->dir, .sock = sp[1],
 		.fifo_path = fifo_path,
 		.console_sock = c->console, .preserve_fds = c->o->preserve_fds, .seccomp = c->seccomp,
+		.bind_trees = c->bind_trees,
 		.state = &c->st,
 	};
 	/* Joining a pid namespace changes only where our children go; we go
@@ -426,6 +462,7 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		kiwi_oci_init_main(&args);
 	}
 	close(sp[1]);
+	close_bind_sources(c);
 	if (joins && setns(own_pidns, CLONE_NEWPID) < 0 && c->pid > 0)
 		return kiwi_error(err, errno, "namespaces", "cannot return to our pid namespace");
 	return c->pid < 0 ? -1 : 0;
@@ -472,6 +509,7 @@ static void undo(struct creation *c)
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
 		if (c->cg_made)
 			kiwi_cgroup_remove_path(cg, NULL);
+		kiwi_cgroup_remove_parents(cg, c->st.cgroup_top);
 	}
 	if (c->dir_made) {
 		char path[4400];
@@ -539,6 +577,7 @@ pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err
 		*pidfd = TAKE_FD(c.pidfd);
 	if (c.pidfd >= 0)
 		close(c.pidfd);
+	close_bind_sources(&c);
 	kiwi_seccomp_free(c.seccomp);
 	kiwi_cgroup_forget(c.cg);
 	kiwi_oci_config_free(c.cfg);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -196,6 +197,25 @@ static int open_init_cgroup(pid_t init, kiwi_err *err)
 	return fd;
 }
 
+/* --cgroup SUB: an existing cgroup below the container's, as runc takes
+ * it (a plain path; runc's controller:path form names v1 hierarchies). */
+static int open_sub_cgroup(struct exec_ctx *c, kiwi_err *err)
+{
+	const char *sub = c->o->cgroup;
+	if (c->cgroup < 0)
+		return kiwi_error(err, EINVAL, "exec", "--cgroup `%s`: the container has no cgroup of its own", sub);
+	if (!sub[0] || sub[0] == '/' || strchr(sub, ':'))
+		return kiwi_error(err, EINVAL, "exec", "--cgroup `%s` is not a path below the container's cgroup", sub);
+	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, c->cgroup, sub, &how, sizeof(how));
+	if (fd < 0)
+		return kiwi_error(err, errno, "exec", "--cgroup `%s`: no such sub-cgroup of the container's", sub);
+	close(c->cgroup);
+	c->cgroup = fd;
+	return 0;
+}
+
 static int namespaces_of(const struct kiwi_oci_config *cfg, uint64_t *flags)
 {
 	*flags = 0;
@@ -300,6 +320,8 @@ static int prepare(struct exec_ctx *c, kiwi_err *err)
 	namespaces_of(c->cfg, &c->ns_flags);
 	c->cgroup = open_init_cgroup(c->st.pid, err);
 	if (c->cgroup < 0 && err->step[0])
+		return -1;
+	if (c->o->cgroup && open_sub_cgroup(c, err) < 0)
 		return -1;
 	if (c->o->console_socket && (c->console = kiwi_connect_unix_nofollow(c->o->console_socket, "console", err)) < 0)
 		return -1;

@@ -98,7 +98,7 @@ static int build(const struct oci_init_args *a, int *rootfd, kiwi_err *err)
 	/* Relative bind sources are relative to the bundle. */
 	if (chdir(a->bundle) < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot enter the bundle `%s`", a->bundle);
-	return kiwi_oci_prepare_rootfs(cfg, a->rootfs, userns, rootfd, err);
+	return kiwi_oci_prepare_rootfs(cfg, a->rootfs, userns, a->bind_trees, rootfd, err);
 }
 
 /* #2: createRuntime hooks run in the runtime's namespaces, by the parent;

@@ -285,6 +285,9 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 		kiwi_oci_state_clear(&st);
 		return -1;
 	}
+	/* The parents create made go too, each once it is empty. */
+	if (st.cgroup[0] && st.cgroup_top[0])
+		kiwi_cgroup_remove_parents(st.cgroup, st.cgroup_top);
 	remove_state(root, id);
 	/* A poststop hook's failure is a warning (runtime-spec). */
 	kiwi_err warning = { 0 };

@@ -39,6 +39,9 @@ struct oci_init_args {
 	int sock;                  /* the init's end of the sync socket */
 	int console_sock;          /* connected --console-socket, or -1 */
 	int preserve_fds;
+	/* Per mount: a clone of its bind source opened by the parent, or -1
+	 * (see create.c, open_bind_sources); NULL: none at all. */
+	const int *bind_trees;
 	const struct kiwi_seccomp *seccomp;   /* NULL: none */
 	const struct kiwi_oci_state *state;   /* id, bundle, rootfs, annotations: for the hooks */
 	/* Set by the init: */
@@ -51,7 +54,7 @@ _Noreturn void kiwi_oci_init_main(const struct oci_init_args *a);
 
 /* rootfs.c, in the init, in its mount namespace. */
 int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootfs, bool in_userns,
-			    int *rootfd_out, kiwi_err *err);
+			    const int *bind_trees, int *rootfd_out, kiwi_err *err);
 /* pivot_root, having made the mask source (kiwi/mount.h) while the host's
  * /dev is still in view; finish_rootfs masks with it. */
 int kiwi_oci_pivot(int rootfd, const struct kiwi_oci_config *cfg, struct kiwi_mask_source *masks, kiwi_err *err);

@@ -62,21 +62,30 @@ static int bind_tree(const char *source, bool recursive, kiwi_err *err)
 	return tree;
 }
 
-static int mount_bind(int rootfd, const struct kiwi_oci_mount *m, kiwi_err *err)
+/* The source is opened here, in the user namespace, as runc does; one that
+ * the namespace's root may not reach (a 0700 directory of the host's
+ * root) is the clone the parent opened, which, made in the host's mount
+ * namespace, takes its options only once attached in ours. */
+static int mount_bind(int rootfd, const struct kiwi_oci_mount *m, int parent_tree, kiwi_err *err)
 {
 	_cleanup_close_ int tree = bind_tree(m->source, m->recursive, err);
+	bool late = false;
+	if (tree < 0 && (err->errnum == EACCES || err->errnum == EPERM) && parent_tree >= 0) {
+		tree = fcntl(parent_tree, F_DUPFD_CLOEXEC, 3);
+		late = true;
+	}
 	struct stat st;
 	if (tree < 0)
 		return -1;
 	if (fstat(tree, &st) < 0)
 		return kiwi_error(err, errno, "mount", "cannot stat bind source `%s`", m->source);
 	bool device = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
-	if (set_attrs(tree, m, device ? 0 : MOUNT_ATTR_NODEV, m->recursive, err) < 0)
+	if (!late && set_attrs(tree, m, device ? 0 : MOUNT_ATTR_NODEV, m->recursive, err) < 0)
 		return -1;
 	_cleanup_close_ int target = ensure_in_root(rootfd, m->destination, S_ISDIR(st.st_mode), err);
-	if (target < 0)
+	if (target < 0 || attach(tree, target, m->destination, err) < 0)
 		return -1;
-	return attach(tree, target, m->destination, err);
+	return late ? set_attrs(tree, m, device ? 0 : MOUNT_ATTR_NODEV, m->recursive, err) : 0;
 }
 
 /* A new filesystem instance with the mount's data options. */
@@ -94,6 +103,9 @@ static int new_fs(const struct kiwi_oci_mount *m, const char *type, kiwi_err *er
 		if (r < 0)
 			return kiwi_error(err, errno, "mount", "%s at `%s` rejects option `%s`", type, m->destination, *o);
 	}
+	if ((m->sync && fsconfig(fs, FSCONFIG_SET_FLAG, "sync", NULL, 0) < 0) ||
+	    (m->dirsync && fsconfig(fs, FSCONFIG_SET_FLAG, "dirsync", NULL, 0) < 0))
+		return kiwi_error(err, errno, "mount", "%s at `%s` rejects sync or dirsync", type, m->destination);
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return kiwi_error(err, errno, "mount", "cannot create the %s filesystem for `%s`", type, m->destination);
 	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
@@ -196,7 +208,7 @@ static int add_device(int rootfd, const struct kiwi_oci_device *d, bool in_usern
 }
 
 int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootfs, bool in_userns,
-			    int *rootfd_out, kiwi_err *err)
+			    const int *bind_trees, int *rootfd_out, kiwi_err *err)
 {
 	/* Nothing of what follows may propagate back to the host. */
 	struct mount_attr slave = { .propagation = MS_SLAVE };
@@ -218,7 +230,7 @@ int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootf
 		const struct kiwi_oci_mount *m = &cfg->mounts[i];
 		if (!strcmp(m->destination, "/dev") && m->bind)
 			dev_bound = true;
-		if ((m->bind ? mount_bind(rootfd, m, err) : mount_fs(rootfd, m, err)) < 0)
+		if ((m->bind ? mount_bind(rootfd, m, bind_trees ? bind_trees[i] : -1, err) : mount_fs(rootfd, m, err)) < 0)
 			return -1;
 	}
 	if (!dev_bound && default_devices(rootfd, err) < 0)

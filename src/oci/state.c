@@ -184,6 +184,8 @@ int kiwi_oci_state_save(const char *root, const struct kiwi_oci_state *st, kiwi_
 	kiwi_jw_string(w, st->cgroup);
 	kiwi_jw_key(w, "cgroupOwned");
 	kiwi_jw_bool(w, st->cgroup_owned);
+	kiwi_jw_key(w, "cgroupTop");
+	kiwi_jw_string(w, st->cgroup_top);
 	kiwi_jw_key(w, "uid");
 	kiwi_jw_int(w, st->owner);
 	kiwi_jw_close_object(w);
@@ -226,6 +228,7 @@ int kiwi_oci_state_load(const char *root, const char *id, struct kiwi_oci_state 
 	copy_str(doc, "rootfs", st->rootfs, sizeof(st->rootfs));
 	copy_str(doc, "created", st->created, sizeof(st->created));
 	copy_str(k, "cgroup", st->cgroup, sizeof(st->cgroup));
+	copy_str(k, "cgroupTop", st->cgroup_top, sizeof(st->cgroup_top));
 	st->pid = (pid_t)pid;
 	st->start_time = (uint64_t)start;
 	st->owner = (uid_t)uid;

@@ -446,12 +446,21 @@ static int enable_in(int dirfd, const char *shown, unsigned need, kiwi_err *err)
 	return 0;
 }
 
+/* How open_parent goes down. */
+struct descent {
+	bool create;       /* make what is missing */
+	bool enable_all;   /* enable in every cgroup on the way, as runc and crun */
+	char *made_top;    /* NULL, or PATH_MAX bytes: the first cgroup made ("" none) */
+};
+
 /* Opens <mount><rel>. With create, makes what is missing and enables the
  * controllers in each cgroup it made, in the existing one it attached them
- * to, and in the parent itself; never in any other. Without create, a
- * missing parent gives -1 with errno ENOENT. */
-static int open_parent(const char *mount, const char *rel, unsigned need, bool create, kiwi_err *err)
+ * to, and in the parent itself; never in any other, unless enable_all (the
+ * kernel refuses a cgroup with processes of its own, the root excepted).
+ * Without create, a missing parent gives -1 with errno ENOENT. */
+static int open_parent(const char *mount, const char *rel, unsigned need, const struct descent *d, kiwi_err *err)
 {
+	bool create = d->create;
 	char shown[PATH_MAX], buf[PATH_MAX];
 	snprintf(shown, sizeof(shown), "%s", mount);
 	snprintf(buf, sizeof(buf), "%s", rel);
@@ -461,6 +470,8 @@ static int open_parent(const char *mount, const char *rel, unsigned need, bool c
 	char *save = NULL;
 	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
 		size_t at = strlen(shown);
+		if (d->enable_all && enable_in(cur, shown, need, err) < 0)
+			return -1;
 		snprintf(shown + at, sizeof(shown) - at, "/%s", c);
 		int fd = open_cg_dir(cur, c, shown, err);
 		if (fd < 0 && errno == ENOENT && create) {
@@ -471,6 +482,8 @@ static int open_parent(const char *mount, const char *rel, unsigned need, bool c
 				return errno == EACCES ? delegation_error(err, errno, shown, "create a cgroup")
 						       : kiwi_error(err, errno, "cgroup", "cannot create `%s/%s`", shown, c);
 			shown[at] = '/';
+			if (d->made_top && !d->made_top[0])
+				snprintf(d->made_top, PATH_MAX, "%s", shown);
 			fd = open_cg_dir(cur, c, shown, err);
 		}
 		if (fd < 0)
@@ -708,7 +721,7 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 	char mount[PATH_MAX], rel[PATH_MAX], name[32];
 	if (check_limits(l, err) < 0 || resolve_parent(parent, false, mount, rel, sizeof(rel), err) < 0)
 		return -1;
-	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), true, err);
+	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), &(struct descent){ .create = true }, err);
 	if (pfd < 0)
 		return -1;
 	struct kiwi_cgroup *cg = calloc(1, sizeof(*cg));
@@ -739,14 +752,37 @@ int kiwi_cgroup_create(const char *parent, const struct kiwi_cgroup_limits *l,
 
 static int reap_cgroup(int pfd, const char *name, int fd, const char *shown, kiwi_err *err);
 
+void kiwi_cgroup_remove_parents(const char *from, const char *top)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(top);
+	/* Only below the cgroup2 mount, and only what top names or holds. */
+	if (!top[0] || strstr(top, "/..") || strstr(from, "/..") || strncmp(from, top, n) ||
+	    (from[n] && from[n] != '/') || snprintf(path, sizeof(path), "%s", from) >= (int)sizeof(path))
+		return;
+	struct statfs sf;
+	if (statfs(top, &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+		return;
+	while (strlen(path) >= n) {
+		/* Busy (a child or a process of someone else's): it stays. */
+		if (rmdir(path) < 0 && errno != ENOENT)
+			return;
+		char *slash = strrchr(path, '/');
+		if (!slash)
+			return;
+		*slash = '\0';
+	}
+}
+
 /* An OCI container's cgroup (linux.cgroupsPath): exactly path, made with
  * its parents when missing. Not locked and not named kiwi-*: it outlives
  * the kiwi-run that made it, and gc must leave it alone. */
-int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made,
+int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, bool *made, char *made_top,
 			  struct kiwi_cgroup **out, kiwi_err *err)
 {
 	char mount[PATH_MAX], rel[PATH_MAX];
 	*made = false;
+	made_top[0] = '\0';
 	if (check_limits(l, err) < 0 || resolve_parent(path, false, mount, rel, sizeof(rel), err) < 0)
 		return -1;
 	char *slash = strrchr(rel, '/');
@@ -754,13 +790,21 @@ int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, 
 		return kiwi_error(err, EINVAL, "cgroup", "cgroup path `%s` names no cgroup below the root", path);
 	*slash = '\0';
 	const char *leaf = slash + 1;
-	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), true, err);
-	if (pfd < 0)
+	char pdir[2 * PATH_MAX];
+	snprintf(pdir, sizeof(pdir), "%s%s", mount, rel);
+	struct descent d = { .create = true, .enable_all = true, .made_top = made_top };
+	_cleanup_close_ int pfd = open_parent(mount, rel, kiwi_cgroup_needed(l), &d, err);
+	if (pfd < 0) {
+		kiwi_cgroup_remove_parents(pdir, made_top);
 		return -1;
+	}
 	*made = mkdirat(pfd, leaf, 0755) == 0;
-	if (!*made && errno != EEXIST)
-		return errno == EACCES ? delegation_error(err, errno, path, "create a cgroup")
-				       : kiwi_error(err, errno, "cgroup", "cannot create cgroup `%s`", path);
+	if (!*made && errno != EEXIST) {
+		int e = errno;
+		kiwi_cgroup_remove_parents(pdir, made_top);
+		return e == EACCES ? delegation_error(err, e, path, "create a cgroup")
+				   : kiwi_error(err, e, "cgroup", "cannot create cgroup `%s`", path);
+	}
 	struct kiwi_cgroup *cg = calloc(1, sizeof(*cg));
 	if (!cg)
 		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
@@ -771,9 +815,13 @@ int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, 
 			kiwi_error(err, errno, "cgroup", "cannot set up cgroup `%s`", path);
 		if (*made)
 			unlinkat(pfd, leaf, AT_REMOVEDIR);
+		kiwi_cgroup_remove_parents(pdir, made_top);
 		kiwi_cgroup_forget(cg);
 		return -1;
 	}
+	/* The leaf alone was made: it is the top of what delete removes. */
+	if (*made && !made_top[0] && strlen(cg->path) < PATH_MAX)
+		memcpy(made_top, cg->path, strlen(cg->path) + 1);
 	*out = cg;
 	return 0;
 }
@@ -1051,7 +1099,7 @@ int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err)
 			*err = e;
 		return -1;
 	}
-	_cleanup_close_ int pfd = open_parent(mount, rel, 0, false, err);
+	_cleanup_close_ int pfd = open_parent(mount, rel, 0, &(struct descent){ .create = false }, err);
 	if (pfd < 0)
 		return errno == ENOENT ? 0 : -1;   /* no parent, nothing to collect */
 	if (flock(pfd, LOCK_EX) < 0)

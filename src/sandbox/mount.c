@@ -51,7 +51,41 @@ static int create_below(int parent, const char *name, bool dir)
 	return 0;
 }
 
+/* A component that is a symlink to nothing yet (/var/run -> /run/x): the
+ * path rewritten through its target, resolved inside the rootfs as the
+ * kernel would, into next; false when name is no such symlink. */
+static bool through_dangling(int parent, const char *buf, size_t start, size_t end, const char *path,
+			     char *next, size_t len)
+{
+	char target[PATH_MAX];
+	ssize_t n = readlinkat(parent, buf + start, target, sizeof(target) - 1);
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	int w = target[0] == '/' ? snprintf(next, len, "%s%s", target, path + end)
+				 : snprintf(next, len, "%.*s%s%s", (int)start, buf, target, path + end);
+	return w > 0 && (size_t)w < len;
+}
+
+static int ensure_walk(int rootfd, const char *path, unsigned flags, const char *what, char *next, kiwi_err *err);
+
 int kiwi_mount_ensure(int rootfd, const char *path, unsigned flags, const char *what, kiwi_err *err)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	const char *cur = path;
+	/* Bounded like the kernel's own symlink following (40). */
+	for (int hops = 0; hops < 40; hops++) {
+		char *next = cur == a ? b : a;
+		int fd = ensure_walk(rootfd, cur, flags, what, next, err);
+		if (fd != -2)
+			return fd;
+		cur = next;
+	}
+	return kiwi_error(err, ELOOP, "mount", "%s `%s` passes through too many symlinks", what, path);
+}
+
+/* One walk down path; -2 with next set when it passes a dangling symlink. */
+static int ensure_walk(int rootfd, const char *path, unsigned flags, const char *what, char *next, kiwi_err *err)
 {
 	int fd = open_in_root(rootfd, path, flags, O_PATH);
 	if (fd >= 0 || errno != ENOENT)
@@ -86,6 +120,9 @@ int kiwi_mount_ensure(int rootfd, const char *path, unsigned flags, const char *
 				return -1;
 			}
 			fd = open_in_root(rootfd, buf, flags, O_PATH);
+			if (fd < 0 && errno == ENOENT && (flags & KIWI_ENSURE_FOLLOW) &&
+			    through_dangling(parent, buf, start, end, path, next, PATH_MAX))
+				return -2;
 		}
 		buf[end] = saved;
 		if (fd < 0)

@@ -158,3 +158,54 @@ def test_mount_order_later_wins(rt, bundle, tmp_path):
     r = rt.run(bundle.args("read=/mnt/f/f"))
     assert r.rc == 0, r
     assert r.step("read")["data"] == "second"
+
+
+def test_sync_and_dirsync(rt, bundle):
+    """sync and dirsync on a new filesystem: flags of its superblock."""
+    bundle.add_mount("/mnt/e", "tmpfs", "tmpfs", ["size=1m", "sync", "dirsync"])
+    bundle.add_mount("/mnt/f", "tmpfs", "tmpfs", ["size=1m"])
+    r = rt.run(bundle.args("report", "write=/mnt/e/x"))
+    assert r.rc == 0, r
+    assert {"sync", "dirsync"} <= opts(mount_at(r.report(), "/mnt/e")), mount_at(r.report(), "/mnt/e")
+    assert not {"sync", "dirsync"} & opts(mount_at(r.report(), "/mnt/f"))
+    assert r.step("write")["ok"]
+
+
+def test_destination_through_dangling_symlink(rt, bundle, rootfs):
+    """A destination that is a symlink to a path not there yet: the target
+    is made inside the rootfs and mounted on, never outside it."""
+    import shutil
+    root = bundle.path / "rootfs"
+    shutil.copytree(rootfs, root, symlinks=True)
+    bundle.config["root"] = {"path": str(root), "readonly": False}
+    (root / "mnt" / "abs").symlink_to("/mnt/made/abs")
+    (root / "mnt" / "rel").symlink_to("made/rel")
+    bundle.add_mount("/mnt/abs", "tmpfs", "tmpfs", ["size=1m"])
+    bundle.add_mount("/mnt/rel/x", "tmpfs", "tmpfs", ["size=1m"])
+    r = rt.run(bundle.args("report"))
+    assert r.rc == 0, r
+    assert mount_at(r.report(), "/mnt/made/abs")["fstype"] == "tmpfs"
+    assert mount_at(r.report(), "/mnt/made/rel/x")["fstype"] == "tmpfs"
+    assert (root / "mnt" / "made" / "abs").is_dir() and (root / "mnt" / "made" / "rel" / "x").is_dir()
+
+
+def test_bind_source_only_root_can_reach(rt, bundle, tmp_path):
+    """A bind source the runtime can open but the container's user
+    namespace cannot reach (a 0700 directory of the host's root) is opened
+    before the container enters its namespace, as runc does."""
+    if os.geteuid() != 0:
+        pytest.skip("needs a runtime run by root")
+    bundle.linux["namespaces"].append({"type": "user"})
+    bundle.linux["uidMappings"] = [{"containerID": 0, "hostID": 200000, "size": 65536}]
+    bundle.linux["gidMappings"] = [{"containerID": 0, "hostID": 200000, "size": 65536}]
+    private = tmp_path / "private"
+    (private / "src").mkdir(parents=True)
+    (private / "src" / "f").write_text("root only")
+    (private / "src" / "f").chmod(0o644)
+    private.chmod(0o700)
+    bundle.add_mount("/mnt/a", "bind", private / "src", ["rbind", "ro"])
+    r = rt.run(bundle.args("read=/mnt/a/f", "write=/mnt/a/g", "report"))
+    assert r.rc == 0, r
+    assert r.step("read")["data"] == "root only"
+    assert r.step("write")["errno"] == 30, "the ro option still applies"  # EROFS
+    assert "ro" in mount_at(r.report(), "/mnt/a")["opts"].split(",")

@@ -106,3 +106,63 @@ def test_exec_joins_cgroup(rt, bundle):
     inside = r.step("cat")["data"]
     # The exec'd process is in the container's cgroup (or a child of it).
     assert inside.strip().split("::")[1].startswith(own.strip().split("::")[1])
+
+
+def _rmtree_cgroup(top):
+    if top.exists():
+        for d in sorted((p for p in top.glob("**/") if p.is_dir()), reverse=True):
+            d.rmdir()
+
+
+def test_cgroups_path_parents_made_with_controllers(rt, bundle):
+    """A cgroupsPath whose parents do not exist: they are made, and the
+    controllers the limits need are enabled on the way down."""
+    top = Path(f"/sys/fs/cgroup/oci-par-{rt.name}-{os.getpid()}")
+    try:
+        cid, pid = created(rt, bundle, {"pids": {"limit": 21}}, path=f"/{top.name}/a/b")
+        assert cgroup_dir(pid) == top / "a" / "b"
+        assert (top / "a" / "b" / "pids.max").read_text().strip() == "21"
+        assert "pids" in (top / "a" / "cgroup.subtree_control").read_text().split()
+        assert rt.cmd("delete", "--force", cid).rc == 0
+        assert wait_pid_gone(pid)
+        assert not (top / "a" / "b").exists()
+    finally:
+        _rmtree_cgroup(top)
+
+
+def test_cgroups_path_parents_removed_at_delete(rt, bundle):
+    """The parents the runtime made go at delete, once empty; a parent that
+    existed before stays."""
+    mine = Path(f"/sys/fs/cgroup/oci-own-{rt.name}-{os.getpid()}")
+    mine.mkdir()
+    try:
+        cid, pid = created(rt, bundle, {"pids": {"limit": 22}}, path=f"/{mine.name}/made/leaf")
+        assert (mine / "made" / "leaf" / "pids.max").read_text().strip() == "22"
+        assert "pids" in (mine / "cgroup.subtree_control").read_text().split(), \
+            "the existing parent enables the controller for its new child"
+        assert rt.cmd("delete", "--force", cid).rc == 0
+        assert wait_pid_gone(pid)
+        assert not (mine / "made").exists(), "the parent the runtime made is removed"
+        assert mine.exists(), "the parent that existed before stays"
+    finally:
+        _rmtree_cgroup(mine)
+
+
+def test_exec_cgroup_sub(rt, bundle):
+    """exec --cgroup SUB runs the process in an existing sub-cgroup of the
+    container's; a missing one fails the exec."""
+    name = f"/oci-sub-{rt.name}-{os.getpid()}"
+    cid, pid = created(rt, bundle, {}, "wait-signal", path=name)
+    try:
+        assert rt.cmd("start", cid).rc == 0
+        assert wait_for_file_text(bundle.path / "out", '"ready"')
+        (Path("/sys/fs/cgroup" + name) / "sess").mkdir()
+        r = rt.cmd("exec", "--cgroup", "sess", cid, "/usr/local/bin/oci-probe", "cat=/proc/self/cgroup")
+        assert r.rc == 0, r
+        assert r.step("cat")["data"].strip() == f"0::{name}/sess", r
+        r = rt.cmd("exec", "--cgroup", "nope", cid, "/usr/local/bin/oci-probe", "report")
+        assert r.rc != 0 and not r.lines, r
+    finally:
+        rt.cmd("delete", "--force", cid)
+        wait_pid_gone(pid)
+        _rmtree_cgroup(Path("/sys/fs/cgroup" + name))
