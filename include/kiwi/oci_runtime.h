@@ -69,6 +69,10 @@ struct kiwi_oci_create_opts {
 	const char *console_socket;/* NULL: none; required with process.terminal */
 	int preserve_fds;          /* fds 3..3+N-1 pass to the container */
 	bool for_run;              /* `run` waits for the init itself (no PDEATHSIG games) */
+	/* `run` in the foreground without --console-socket: a process.terminal
+	 * pty's master comes back here (-1 without a terminal), for the caller
+	 * to relay, as runc run does. NULL: a terminal needs --console-socket. */
+	int *console_master;
 	/* Called with messages worth a debug log line; may be NULL. */
 	void (*note)(const char *msg);
 	/* Called with warnings (a capability this kernel lacks); may be NULL. */

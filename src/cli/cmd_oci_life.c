@@ -6,8 +6,10 @@
 #include "cmd_oci.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/oci_runtime.h"
+#include "kiwi/pty.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -130,8 +132,9 @@ int kiwi_oci_cmd_start(int argc, char **argv)
 	return report_warning(&err);
 }
 
-/* Signals to us go on to the container's init, as runc run does. */
-int kiwi_oci_wait_forwarding(int pidfd)
+/* The signals run and exec pass on to the process, blocked and read
+ * through a signalfd. */
+static int forwarded_signals(void)
 {
 	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
 	sigset_t set;
@@ -139,7 +142,13 @@ int kiwi_oci_wait_forwarding(int pidfd)
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fwd); i++)
 		sigaddset(&set, fwd[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	_cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Signals to us go on to the container's init, as runc run does. */
+int kiwi_oci_wait_forwarding(int pidfd)
+{
+	_cleanup_close_ int sfd = forwarded_signals();
 	struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 	for (;;) {
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -156,6 +165,74 @@ int kiwi_oci_wait_forwarding(int pidfd)
 	return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
 
+/* Whatever the master holds, to stdout; false once it is drained for good
+ * (EIO: every slave closed). */
+static bool pump_out(int master)
+{
+	char buf[4096];
+	ssize_t n = read(master, buf, sizeof(buf));
+	if (n <= 0)
+		return n < 0 && (errno == EAGAIN || errno == EINTR);
+	for (ssize_t off = 0; off < n;) {
+		ssize_t w = write(STDOUT_FILENO, buf + off, (size_t)(n - off));
+		if (w < 0 && errno != EINTR && errno != EAGAIN)
+			return true;   /* our reader went away: keep draining */
+		off += w > 0 ? w : 0;
+	}
+	return true;
+}
+
+/* run's foreground terminal, as runc run without --console-socket: our
+ * terminal raw, keystrokes to the master, its output to our stdout, the
+ * window size followed, the other signals forwarded to the init. */
+static int relay_console(int pidfd, int master)
+{
+	_cleanup_close_ int sfd = forwarded_signals();
+	struct winsize ws;
+	fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+	struct kiwi_term term = { 0 };
+	kiwi_err e = { 0 };
+	if (kiwi_term_raw(&term, STDIN_FILENO, &e) < 0)
+		kiwi_oci_log("warning", "%s", e.msg);
+	struct kiwi_pty_input in;
+	kiwi_pty_input_init(&in, STDIN_FILENO, master);
+	bool open = true;
+	for (;;) {
+		struct pollfd p[4] = { { .fd = pidfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+				       { .fd = open ? master : -1, .events = POLLIN | (kiwi_pty_input_wants_write(&in) ? POLLOUT : 0) },
+				       { .fd = kiwi_pty_input_wants_read(&in) ? STDIN_FILENO : -1, .events = POLLIN } };
+		if (poll(p, 4, -1) < 0 && errno != EINTR)
+			break;
+		if (p[2].revents & (POLLIN | POLLHUP | POLLERR))
+			open = pump_out(master);
+		if (p[2].revents & POLLOUT)
+			kiwi_pty_input_write(&in);
+		if (p[3].revents && kiwi_pty_input_read(&in) == KIWI_PTY_INPUT_HANGUP)
+			syscall(SYS_pidfd_send_signal, pidfd, SIGHUP, NULL, 0);
+		struct signalfd_siginfo si;
+		while (p[1].revents && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			if (si.ssi_signo != SIGWINCH) {
+				syscall(SYS_pidfd_send_signal, pidfd, (int)si.ssi_signo, NULL, 0);
+				continue;
+			}
+			kiwi_pty_caller_winsize(STDIN_FILENO, STDOUT_FILENO, &ws);
+			if (isatty(STDIN_FILENO) || isatty(STDOUT_FILENO))
+				ioctl(master, TIOCSWINSZ, &ws);
+		}
+		if (p[0].revents)
+			break;
+	}
+	/* The program is gone: what it wrote last is still in the master. */
+	while (open && pump_out(master))
+		if (poll(&(struct pollfd){ .fd = master, .events = POLLIN }, 1, 0) <= 0)
+			break;
+	kiwi_term_restore(&term);
+	siginfo_t info = { 0 };
+	if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0)
+		return 1;
+	return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+}
+
 int kiwi_oci_cmd_run(int argc, char **argv)
 {
 	struct create_args a = { 0 };
@@ -163,9 +240,19 @@ int kiwi_oci_cmd_run(int argc, char **argv)
 	if (parse_create("run", argc, argv, true, &a))
 		return 1;
 	a.o.for_run = !a.detach;
+	_cleanup_close_ int master = -1;
+	if (!a.detach && !a.o.console_socket)
+		a.o.console_master = &master;
 	_cleanup_close_ int pidfd = -1;
 	if (kiwi_oci_create(&a.o, &pidfd, &err) < 0)
 		return kiwi_oci_fail(&err);
+	if (master >= 0 && (isatty(STDIN_FILENO) || isatty(STDOUT_FILENO))) {
+		/* Before start: the program may ask for its size at once.
+		 * Without a terminal of ours, consoleSize stays. */
+		struct winsize ws;
+		kiwi_pty_caller_winsize(STDIN_FILENO, STDOUT_FILENO, &ws);
+		ioctl(master, TIOCSWINSZ, &ws);
+	}
 	if (kiwi_oci_start(a.o.root, a.o.id, &err) < 0) {
 		kiwi_oci_fail(&err);
 		kiwi_err e2 = { 0 };
@@ -175,7 +262,7 @@ int kiwi_oci_cmd_run(int argc, char **argv)
 	report_warning(&err);
 	if (a.detach)
 		return 0;
-	int status = kiwi_oci_wait_forwarding(pidfd);
+	int status = master >= 0 ? relay_console(pidfd, master) : kiwi_oci_wait_forwarding(pidfd);
 	if (!a.keep) {
 		err = (kiwi_err){ 0 };
 		if (kiwi_oci_delete(a.o.root, a.o.id, false, &err) < 0)

@@ -43,6 +43,7 @@ struct creation {
 	bool cg_made;
 	int *bind_trees;           /* per mount, or NULL (open_bind_sources) */
 	int sock, console, pidfd;
+	int console_local;         /* our end when the pty comes back to `run` */
 	pid_t pid;
 	bool dir_made;
 };
@@ -54,7 +55,7 @@ static int check_config(struct creation *c, kiwi_err *err)
 		return kiwi_error(err, EINVAL, "config", "config.json has no `process` to run");
 	if (!(cfg->new_ns & CLONE_NEWNS))
 		return kiwi_error(err, EINVAL, "config", "config.json: linux.namespaces needs a new `mount` namespace");
-	if (cfg->process.terminal && !c->o->console_socket)
+	if (cfg->process.terminal && !c->o->console_socket && !c->o->console_master)
 		return kiwi_error(err, EINVAL, "console",
 				  "process.terminal is true: --console-socket is required to hand over the pty");
 	if (!cfg->process.terminal && c->o->console_socket)
@@ -136,6 +137,14 @@ static int make_state_dir(struct creation *c, kiwi_err *err)
 
 static int connect_console(struct creation *c, kiwi_err *err)
 {
+	if (!c->o->console_socket && c->o->console_master && c->cfg->process.terminal) {
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+			return kiwi_error(err, errno, "console", "cannot create the console socket pair");
+		c->console_local = sp[0];
+		c->console = sp[1];
+		return 0;
+	}
 	if (!c->o->console_socket)
 		return 0;
 	c->console = kiwi_connect_unix_nofollow(c->o->console_socket, "console", err);
@@ -557,14 +566,35 @@ static int prepare(struct creation *c, kiwi_err *err)
 	return make_state_dir(c, err) < 0 || connect_console(c, err) < 0 || make_cgroup(c, err) < 0 ? -1 : 0;
 }
 
+/* The pty master the init sent over our end of the pair (before it said
+ * it was ready). */
+static int receive_master(struct creation *c, kiwi_err *err)
+{
+	char name[64], control[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = name, .iov_len = sizeof(name) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	if (recvmsg(c->console_local, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+		return kiwi_error(err, errno, "console", "the init sent no pty");
+	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+	if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+		return kiwi_error(err, EPROTO, "console", "the init sent no pty");
+	memcpy(c->o->console_master, CMSG_DATA(h), sizeof(int));
+	return 0;
+}
+
 pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err *err)
 {
-	struct creation c = { .o = o, .sock = -1, .console = -1, .pidfd = -1 };
+	struct creation c = { .o = o, .sock = -1, .console = -1, .pidfd = -1, .console_local = -1 };
+	if (o->console_master)
+		*o->console_master = -1;
 	int r = prepare(&c, err);
 	if (r == 0)
 		r = spawn_init(&c, err);
 	if (r == 0)
 		r = follow_init(&c, err);
+	if (r == 0 && c.console_local >= 0)
+		r = receive_master(&c, err);
 	if (r == 0)
 		r = record(&c, err);
 	if (r < 0)
@@ -573,6 +603,8 @@ pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err
 		close(c.sock);
 	if (c.console >= 0)
 		close(c.console);
+	if (c.console_local >= 0)
+		close(c.console_local);
 	if (r == 0 && pidfd)
 		*pidfd = TAKE_FD(c.pidfd);
 	if (c.pidfd >= 0)

@@ -9,6 +9,18 @@ from oci import (CMD_TIMEOUT, ConsoleSocket, control, probe_lines, one, read_unt
                  wait_status)
 
 
+def report_line(master):
+    """Reads up to the end of the probe's report line: input is typed only
+    after it, or the pty's echo of it would land inside the line."""
+    text = read_until(master, '"mounts"')
+    while '"mounts"' in text and "\n" not in text[text.index('"mounts"'):]:
+        more = read_until(master, "\n")
+        if not more:
+            break
+        text += more
+    return text
+
+
 def test_console_socket_create_start(rt, bundle, tmp_path):
     bundle.process["terminal"] = True
     bundle.process["consoleSize"] = {"height": 40, "width": 132}
@@ -29,14 +41,7 @@ def test_console_socket_create_start(rt, bundle, tmp_path):
         assert creator.returncode == 0, err
         pid = rt.state(cid)["pid"]
         assert rt.cmd("start", cid).rc == 0
-        # Type only once the report line is complete: the pty's echo of the
-        # input would otherwise land inside it.
-        text = read_until(master, '"mounts"')
-        while "\n" not in text[text.index('"mounts"'):]:
-            more = read_until(master, "\n")
-            if not more:
-                break
-            text += more
+        text = report_line(master)
         os.write(master, b"typed line\n")
         text += read_until(master, "stdin-line")
         assert wait_pid_gone(pid)
@@ -88,3 +93,41 @@ def test_no_terminal_means_no_tty(rt, bundle):
     r = rt.run(bundle.args("report"))
     assert r.rc == 0, r
     assert r.report()["isatty"] == [False, False, False]
+
+
+def test_run_foreground_terminal_relayed(rt, bundle):
+    """process.terminal with `run` in the foreground and no --console-socket:
+    the runtime gives the process a pty of the container's and relays it to
+    its own terminal (here a pty of the test's), input and output, and
+    exits with the process's status."""
+    import pty
+    import struct
+    import fcntl
+    import termios
+    bundle.process["terminal"] = True
+    bundle.args("report", "stdin-line", "exit=3")
+    bundle.write()
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 99, 0, 0))
+    cid = rt.new_id()
+    runner = subprocess.Popen(rt.argv("run", "--bundle", bundle.path, cid), stdin=slave, stdout=slave,
+                              stderr=slave, start_new_session=True)
+    os.close(slave)
+    try:
+        text = report_line(master)
+        os.write(master, b"typed line\n")
+        text += read_until(master, "stdin-line")
+        assert runner.wait(timeout=CMD_TIMEOUT) == 3, text
+        text += read_until(master, "\n", timeout=2)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        os.close(master)
+        rt.ids.remove(cid)
+    rep = one(probe_lines(text), "report")
+    assert rep["isatty"] == [True, True, True]
+    assert rep["ttyname"].startswith("/dev/pts/")
+    assert rep["winsize"] == {"rows": 33, "cols": 99}, "the caller's window size"
+    assert one(probe_lines(text), "stdin-line")["data"] == "typed line"
+    assert rt.state(cid) is None, "a foreground run deletes its container"
