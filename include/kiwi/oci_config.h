@@ -19,6 +19,10 @@
 /* config.json is small; anything this big is a mistake or an attack. */
 #define KIWI_OCI_CONFIG_MAX (4u << 20)
 
+struct kiwi_oci_idmap {
+	uint32_t container_id, host_id, size;
+};
+
 /* One entry of `mounts`, with its options already sorted out. */
 struct kiwi_oci_mount {
 	const char *destination;   /* absolute, inside the container */
@@ -31,14 +35,16 @@ struct kiwi_oci_mount {
 	/* sync, dirsync: flags of a new filesystem's superblock; a bind shares
 	 * its source's superblock, which the kernel never changes through it. */
 	bool sync, dirsync;
+	/* idmap/ridmap (or mappings given): an idmapped bind, with the mount's
+	 * uidMappings/gidMappings, else the container's user namespace maps. */
+	bool idmap, idmap_recursive;
+	struct kiwi_oci_idmap *uid_maps, *gid_maps;
+	size_t n_uid_maps, n_gid_maps;
 	/* Filesystem options ("mode=755", "newinstance"), NULL-terminated;
 	 * passed to fsconfig() key by key. */
 	char **data;
 };
 
-struct kiwi_oci_idmap {
-	uint32_t container_id, host_id, size;
-};
 
 struct kiwi_oci_rlimit {
 	int resource;              /* RLIMIT_* */

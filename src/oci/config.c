@@ -431,12 +431,17 @@ static int mount_option(struct parser *p, struct kiwi_oci_mount *m, char *opt, c
 		m->recursive = opt[0] == 'r';
 		return 0;
 	}
+	if (!strcmp(opt, "idmap") || !strcmp(opt, "ridmap")) {
+		m->idmap = true;
+		m->idmap_recursive |= opt[0] == 'r';
+		return 0;
+	}
 	if (!strcmp(opt, "sync") || !strcmp(opt, "dirsync")) {
 		*(opt[0] == 's' ? &m->sync : &m->dirsync) = true;
 		return 0;
 	}
 	static const char *const refused[] = {
-		"remount", "mand", "tmpcopyup", "idmap", "ridmap", "copy-symlink",
+		"remount", "mand", "tmpcopyup", "copy-symlink",
 		"rro", "rrw", "rnosuid", "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime",
 		"ratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime", "rdiratime",
 		"rnodiratime", "nosymfollow", "rnosymfollow", "symfollow", "rsymfollow",
@@ -450,6 +455,9 @@ static int mount_option(struct parser *p, struct kiwi_oci_mount *m, char *opt, c
 	return 0;
 }
 
+static int parse_idmaps(struct parser *p, const kiwi_json *v, const char *where, struct kiwi_oci_idmap **out,
+			size_t *n_out);
+
 /* Destinations are resolved inside the rootfs, so ".." components are
  * harmless there; still, an OCI destination must be absolute. */
 static int parse_mount(struct parser *p, const kiwi_json *j, struct kiwi_oci_mount *m, const char *where)
@@ -460,12 +468,17 @@ static int parse_mount(struct parser *p, const kiwi_json *j, struct kiwi_oci_mou
 		return -1;
 	if (!m->destination || m->destination[0] != '/')
 		return bad(p, where, "%s", "destination must be an absolute path");
-	if (refuse_if_set(p, j, "uidMappings", where, "idmapped mounts are not supported by kiwi-run") < 0 ||
-	    refuse_if_set(p, j, "gidMappings", where, "idmapped mounts are not supported by kiwi-run") < 0)
+	char path[96];
+	snprintf(path, sizeof(path), "%s.uidMappings", where);
+	if (parse_idmaps(p, kiwi_json_get(j, "uidMappings"), path, &m->uid_maps, &m->n_uid_maps) < 0)
 		return -1;
+	snprintf(path, sizeof(path), "%s.gidMappings", where);
+	if (parse_idmaps(p, kiwi_json_get(j, "gidMappings"), path, &m->gid_maps, &m->n_gid_maps) < 0)
+		return -1;
+	if (!m->n_uid_maps != !m->n_gid_maps)
+		return bad(p, where, "%s", "an idmapped mount needs both uidMappings and gidMappings");
 	char **opts = NULL;
 	size_t n = 0;
-	char path[96];
 	snprintf(path, sizeof(path), "%s.options", where);
 	if (string_array(p, kiwi_json_get(j, "options"), path, &opts, &n) < 0)
 		return -1;
@@ -494,6 +507,23 @@ static int parse_mount(struct parser *p, const kiwi_json *j, struct kiwi_oci_mou
 		m->source = m->bind ? NULL : m->type;
 	if (m->bind && (!m->source || !m->source[0]))
 		return bad(p, where, "%s", "a bind mount needs a source");
+	m->idmap |= m->n_uid_maps > 0;
+	if (m->idmap && !m->bind)
+		return bad(p, where, "%s", "idmapped mounts are bind mounts in kiwi-run");
+	return 0;
+}
+
+/* An idmapped mount without maps of its own takes the container's. */
+static int check_idmapped(struct parser *p)
+{
+	for (size_t i = 0; i < p->c->n_mounts; i++) {
+		struct kiwi_oci_mount *m = &p->c->mounts[i];
+		if (m->idmap && !m->n_uid_maps && !(p->c->new_ns & CLONE_NEWUSER)) {
+			char where[32];
+			snprintf(where, sizeof(where), "mounts[%zu]", i);
+			return bad(p, where, "%s", "idmap needs uidMappings and gidMappings, or a user namespace");
+		}
+	}
 	return 0;
 }
 
@@ -1036,6 +1066,8 @@ static int parse_top(struct parser *p)
 	    parse_mounts(p, kiwi_json_get(doc, "mounts")) < 0 || parse_linux(p, kiwi_json_get(doc, "linux")) < 0 ||
 	    parse_hooks(p, kiwi_json_get(doc, "hooks")) < 0)
 		return -1;
+	if (check_idmapped(p) < 0)
+		return -1;
 	if ((c->hostname || c->domainname) && !(c->new_ns & CLONE_NEWUTS))
 		return bad(p, "hostname", "%s", "needs a new uts namespace");
 	const kiwi_json *a = kiwi_json_get(doc, "annotations");
@@ -1095,8 +1127,11 @@ void kiwi_oci_config_free(struct kiwi_oci_config *c)
 	free(c->process.args);
 	free(c->process.env);
 	free(c->process.rlimits);
-	for (size_t i = 0; i < c->n_mounts; i++)
+	for (size_t i = 0; i < c->n_mounts; i++) {
 		free(c->mounts[i].data);
+		free(c->mounts[i].uid_maps);
+		free(c->mounts[i].gid_maps);
+	}
 	free(c->mounts);
 	free(c->namespaces);
 	free(c->uid_maps);

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -41,7 +40,7 @@ struct creation {
 	struct kiwi_seccomp *seccomp;
 	struct kiwi_cgroup *cg;    /* NULL: none */
 	bool cg_made;
-	int *bind_trees;           /* per mount, or NULL (open_bind_sources) */
+	int *bind_trees;           /* per mount, or NULL (bindsrc.c) */
 	int sock, console, pidfd;
 	int console_local;         /* our end when the pty comes back to `run` */
 	pid_t pid;
@@ -181,7 +180,7 @@ static int run_idmap_helper(const char *tool, pid_t pid, const struct kiwi_oci_i
 	return 0;
 }
 
-static int write_map(pid_t pid, const char *file, const struct kiwi_oci_idmap *m, size_t n, kiwi_err *err)
+int kiwi_oci_write_map(pid_t pid, const char *file, const struct kiwi_oci_idmap *m, size_t n, kiwi_err *err)
 {
 	char text[340 * 36] = "", path[64];
 	size_t used = 0;
@@ -233,7 +232,7 @@ static int write_maps_unprivileged(struct creation *c, bool *may_setgroups, kiwi
 {
 	const struct kiwi_oci_config *cfg = c->cfg;
 	if (only_self(cfg->uid_maps, cfg->n_uid_maps, getuid())) {
-		if (write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0)
+		if (kiwi_oci_write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0)
 			return -1;
 	} else if (run_idmap_helper("newuidmap", c->pid, cfg->uid_maps, cfg->n_uid_maps, err) < 0) {
 		return -1;
@@ -245,7 +244,7 @@ static int write_maps_unprivileged(struct creation *c, bool *may_setgroups, kiwi
 		if (fd < 0 || write(fd, "deny", 4) != 4)
 			return kiwi_error(err, errno, "userns", "cannot deny setgroups");
 		*may_setgroups = false;
-		return write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err);
+		return kiwi_oci_write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err);
 	}
 	return run_idmap_helper("newgidmap", c->pid, cfg->gid_maps, cfg->n_gid_maps, err);
 }
@@ -261,8 +260,8 @@ static int write_maps(struct creation *c, bool *may_setgroups, kiwi_err *err)
 	if (!(cfg->new_ns & CLONE_NEWUSER))
 		return 0;
 	if (geteuid() == 0)
-		return write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0 ||
-		       write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err) < 0 ? -1 : 0;
+		return kiwi_oci_write_map(c->pid, "uid_map", cfg->uid_maps, cfg->n_uid_maps, err) < 0 ||
+		       kiwi_oci_write_map(c->pid, "gid_map", cfg->gid_maps, cfg->n_gid_maps, err) < 0 ? -1 : 0;
 	kiwi_err helper_err = { 0 };
 	int by_helper = 1;
 	if (!only_self(cfg->uid_maps, cfg->n_uid_maps, getuid()) ||
@@ -400,38 +399,6 @@ static int join_pid_namespace(const struct kiwi_oci_config *cfg, kiwi_err *err)
 	return 0;
 }
 
-/* In a user namespace the init's root may not reach a bind source the
- * runtime can (a 0700 directory of the host's root): a clone of each is
- * opened here too, by the runtime's own uid, above the preserved fds, for
- * the init to fall back on. One that cannot be opened here (a rootless
- * runtime has no right to clone mounts) is the init's to open or refuse. */
-static void open_bind_sources(struct creation *c)
-{
-	const struct kiwi_oci_config *cfg = c->cfg;
-	if (!(cfg->new_ns & CLONE_NEWUSER) || !cfg->n_mounts || !(c->bind_trees = calloc(cfg->n_mounts, sizeof(int))))
-		return;
-	_cleanup_close_ int bundle = open(c->bundle, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	for (size_t i = 0; i < cfg->n_mounts; i++) {
-		const struct kiwi_oci_mount *m = &cfg->mounts[i];
-		c->bind_trees[i] = -1;
-		int t = m->bind && bundle >= 0 ? open_tree(bundle, m->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-								  (m->recursive ? AT_RECURSIVE : 0))
-					       : -1;
-		if (t >= 0) {
-			c->bind_trees[i] = fcntl(t, F_DUPFD_CLOEXEC, 3 + c->o->preserve_fds);
-			close(t);
-		}
-	}
-}
-
-static void close_bind_sources(struct creation *c)
-{
-	for (size_t i = 0; c->bind_trees && i < c->cfg->n_mounts; i++)
-		if (c->bind_trees[i] >= 0)
-			close(c->bind_trees[i]);
-	free(TAKE_PTR(c->bind_trees));
-}
-
 static int spawn_init(struct creation *c, kiwi_err *err)
 {
 	int sp[2];
@@ -448,7 +415,10 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		close(sp[1]);
 		return kiwi_error(err, errno, "start", "cannot open `%s`", fifo);
 	}
-	open_bind_sources(c);
+	if (kiwi_oci_open_bind_sources(c->cfg, c->bundle, 3 + c->o->preserve_fds, &c->bind_trees, err) < 0) {
+		close(sp[1]);
+		return -1;
+	}
 	struct oci_init_args args = {
 		.cfg = c->cfg, .bundle = c->bundle, .rootfs = c->rootfs, .state_dir = c->dir, .sock = sp[1],
 		.fifo_path = fifo_path,
@@ -471,7 +441,7 @@ static int spawn_init(struct creation *c, kiwi_err *err)
 		kiwi_oci_init_main(&args);
 	}
 	close(sp[1]);
-	close_bind_sources(c);
+	kiwi_oci_close_bind_sources(c->cfg, &c->bind_trees);
 	if (joins && setns(own_pidns, CLONE_NEWPID) < 0 && c->pid > 0)
 		return kiwi_error(err, errno, "namespaces", "cannot return to our pid namespace");
 	return c->pid < 0 ? -1 : 0;
@@ -609,7 +579,7 @@ pid_t kiwi_oci_create(const struct kiwi_oci_create_opts *o, int *pidfd, kiwi_err
 		*pidfd = TAKE_FD(c.pidfd);
 	if (c.pidfd >= 0)
 		close(c.pidfd);
-	close_bind_sources(&c);
+	kiwi_oci_close_bind_sources(c.cfg, &c.bind_trees);
 	kiwi_seccomp_free(c.seccomp);
 	kiwi_cgroup_forget(c.cg);
 	kiwi_oci_config_free(c.cfg);

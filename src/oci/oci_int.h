@@ -52,6 +52,14 @@ struct oci_init_args {
 
 _Noreturn void kiwi_oci_init_main(const struct oci_init_args *a);
 
+/* bindsrc.c, in the parent before the init is cloned: per mount, a clone of
+ * its bind source (idmapped where asked) or -1; *trees NULL when none. */
+int kiwi_oci_open_bind_sources(const struct kiwi_oci_config *cfg, const char *bundle, int floor, int **trees,
+			       kiwi_err *err);
+void kiwi_oci_close_bind_sources(const struct kiwi_oci_config *cfg, int **trees);
+/* create.c: one id map of process pid ("uid_map", "gid_map"). */
+int kiwi_oci_write_map(pid_t pid, const char *file, const struct kiwi_oci_idmap *m, size_t n, kiwi_err *err);
+
 /* rootfs.c, in the init, in its mount namespace. */
 int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootfs, bool in_userns,
 			    const int *bind_trees, int *rootfd_out, kiwi_err *err);

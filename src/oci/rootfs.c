@@ -68,13 +68,16 @@ static int bind_tree(const char *source, bool recursive, kiwi_err *err)
  * namespace, takes its options only once attached in ours. */
 static int mount_bind(int rootfd, const struct kiwi_oci_mount *m, int parent_tree, kiwi_err *err)
 {
-	_cleanup_close_ int tree = bind_tree(m->source, m->recursive, err);
+	/* An idmapped one exists only as the parent's clone. */
+	_cleanup_close_ int tree = m->idmap ? -1 : bind_tree(m->source, m->recursive, err);
 	bool late = false;
-	if (tree < 0 && (err->errnum == EACCES || err->errnum == EPERM) && parent_tree >= 0) {
+	if ((m->idmap || (tree < 0 && (err->errnum == EACCES || err->errnum == EPERM))) && parent_tree >= 0) {
 		tree = fcntl(parent_tree, F_DUPFD_CLOEXEC, 3);
 		late = true;
 	}
 	struct stat st;
+	if (tree < 0 && m->idmap)
+		return kiwi_error(err, EBADF, "idmap", "no idmapped clone of bind source `%s`", m->source);
 	if (tree < 0)
 		return -1;
 	if (fstat(tree, &st) < 0)

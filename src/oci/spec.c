@@ -238,9 +238,9 @@ void kiwi_oci_write_features(kiwi_json_writer *w)
 	static const char *const hooks[] = { "prestart", "createRuntime", "createContainer", "startContainer",
 					     "poststart", "poststop", NULL };
 	static const char *const opts[] = {
-		"async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "noatime", "nodev",
+		"async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "idmap", "noatime", "nodev",
 		"nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid", "private", "rbind",
-		"relatime", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw", "shared", "slave",
+		"relatime", "ridmap", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw", "shared", "slave",
 		"strictatime", "suid", "sync", "unbindable", NULL,
 	};
 	const struct scmp_version *v = seccomp_version();

@@ -316,6 +316,12 @@ Test(oci_config, refusals_name_the_field)
 		"needs a new uts namespace");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"../../etc\":\"x\"}}}", "not a sysctl name");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "needs a network namespace");
+	refused("{" BASE ",\"mounts\":[{\"destination\":\"/m\",\"type\":\"tmpfs\",\"options\":[\"idmap\"]}]," LINUX_NS "}}",
+		"idmapped mounts are bind mounts");
+	refused("{" BASE ",\"mounts\":[{\"destination\":\"/m\",\"source\":\"/s\",\"options\":[\"rbind\",\"idmap\"]}]," LINUX_NS "}}",
+		"idmap needs uidMappings and gidMappings, or a user namespace");
+	refused("{" BASE ",\"mounts\":[{\"destination\":\"/m\",\"source\":\"/s\",\"options\":[\"rbind\"],"
+		"\"uidMappings\":[{\"containerID\":0,\"hostID\":1,\"size\":1}]}]," LINUX_NS "}}", "both uidMappings and gidMappings");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"kernel.shmmax\":\"1\"}}}", "needs an ipc namespace");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"fs.mqueue.msg_max\":\"1\"}}}", "needs an ipc namespace");
 	refused("{" BASE "," LINUX_NS ",\"sysctl\":{\"kernel.hostname\":\"x\"}}}", "set `hostname`");
