@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kiwi/err.h"
 
@@ -93,6 +94,16 @@ void kiwi_cgroup_remove_parents(const char *from, const char *top);
  * kiwi_cgroup_adopted()): the helper moves the sandbox in. */
 int kiwi_cgroup_adopt(const char *name, struct kiwi_cgroup **out, kiwi_err *err);
 bool kiwi_cgroup_adopted(const struct kiwi_cgroup *cg);
+/* Sessions (kiwi-run-session(1)): cg's controllers enabled for its
+ * children and <cg>/<leaf> made, before any process is in cg (cgroup v2
+ * hands controllers down only from cgroups without processes of their
+ * own); an O_DIRECTORY fd of the leaf, for CLONE_INTO_CGROUP. */
+int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err);
+/* <name>/<leaf> (name in the unified hierarchy) made, opened, not locked:
+ * kiwi_cgroup_destroy() kills what is in it and removes it. */
+int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
+/* Moves pid into cg (cgroup.procs). */
+int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);
 /* Where the unified hierarchy is mounted. */
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err);
 /* Frees the object and leaves the cgroup as it is. */

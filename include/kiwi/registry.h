@@ -37,6 +37,7 @@ struct kiwi_registry_entry {
 	char network[16];          /* "none" or "egress" */
 	char command[256];         /* argv, space-joined, cut at 255 bytes */
 	int64_t started_ns;        /* CLOCK_REALTIME */
+	bool session;              /* a session (kiwi-run-session(1)): <id>.sock beside the entry */
 };
 
 struct kiwi_registry;   /* a registration: the locked file and its directory */
@@ -71,7 +72,16 @@ int kiwi_registry_kill(const char *id, int sig, kiwi_err *err);
 /* Whether kill takes sig. */
 bool kiwi_registry_signal_ok(int sig);
 
-/* Removes the caller's stale entries; *removed counts them. */
+/* The live entry that id names (or the one it is a unique prefix of, at
+ * least 4 digits), with its state file open (*fd) so that its lock can be
+ * checked again later. */
+int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err);
+/* Where the caller's registry is (made when create); sessions keep their
+ * sockets there, beside their entries. */
+int kiwi_registry_dir(char *out, size_t len, bool create, kiwi_err *err);
+
+/* Removes the caller's stale entries, and the sockets of sessions that
+ * are gone; *removed counts the entries. */
 int kiwi_registry_gc(unsigned *removed, kiwi_err *err);
 
 /* Parses a state file's text into e (strict on types, missing keys and

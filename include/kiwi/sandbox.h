@@ -30,6 +30,26 @@ struct kiwi_bind {
 	bool layered;
 };
 
+struct kiwi_sandbox_result;
+
+/* A session (kiwi-run-session(1), kiwi/keeper.h): pid 1 starts no command
+ * but keeps the sandbox for the execs that connect to listen_fd, until a
+ * destroy, an idle or lifetime bound, or a kill ends it. */
+struct kiwi_session_hooks {
+	char id[16];               /* the registry id the session goes by */
+	int listen_fd;             /* SOCK_SEQPACKET, listening: exec and destroy clients */
+	uint64_t idle_timeout_ns;  /* no exec running this long ends it; 0: never */
+	uint64_t max_lifetime_ns;  /* from ready; 0: no bound */
+	/* Called once, when the sandbox is ready and registered. */
+	void (*ready)(void *ctx, const struct kiwi_sandbox_result *res);
+	void *ctx;
+	/* Out: what ended it ("destroy", "idle_timeout", "max_lifetime";
+	 * NULL: pid 1 died), and the destroy client's connection (-1: none),
+	 * answered by the caller once everything is removed. */
+	const char *end_reason;
+	int destroy_fd;
+};
+
 struct kiwi_sandbox_config {
 	const char *rootfs;
 	const char *hostname;     /* default "kiwi" */
@@ -104,6 +124,9 @@ struct kiwi_sandbox_config {
 	/* --debug: each setup step with its timing on stderr; NULL: off, at
 	 * no cost (see kiwi/debug.h). */
 	const struct kiwi_debug *debug;
+
+	/* NULL: a run. Else a session: argv is not run. */
+	struct kiwi_session_hooks *session;
 };
 
 struct kiwi_sandbox_result {

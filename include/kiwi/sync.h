@@ -21,6 +21,10 @@ enum kiwi_sync_type {
 	KIWI_SYNC_PTY,            /* init -> parent  #2: the pty master rides along */
 	KIWI_SYNC_LAYER_FD,       /* init -> parent  before #2: the writable layer's
 				   * root rides along (kiwi/fslayer.h) */
+	/* Sessions (kiwi/keeper.h): */
+	KIWI_SYNC_EXEC_CONN,      /* parent -> init  an exec client's connection rides along */
+	KIWI_SYNC_EXEC_BEGIN,     /* init -> parent  an exec leader started; value: how many run */
+	KIWI_SYNC_EXEC_END,       /* init -> parent  an exec leader ended; value: how many run */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */

@@ -25,6 +25,9 @@ int kiwi_cmd_policy(int argc, char **argv);
 int kiwi_cmd_oci(int argc, char **argv);
 bool kiwi_cli_is_oci(int argc, char **argv);
 int kiwi_cmd_shell(int argc, char **argv);
+int kiwi_cmd_session(int argc, char **argv);
+/* list's table or JSON, of sessions only when asked (cmd_list.c). */
+int kiwi_cli_list(int argc, char **argv, bool sessions_only);
 
 /* Prints "kiwi-run: <step>: <reason>" once, on stderr. */
 void kiwi_cli_print_error(const kiwi_err *err);

@@ -101,6 +101,11 @@ static int print_json(const struct kiwi_registry_entry *v, size_t n, int64_t now
 
 int kiwi_cmd_list(int argc, char **argv)
 {
+	return kiwi_cli_list(argc, argv, false);
+}
+
+int kiwi_cli_list(int argc, char **argv, bool sessions_only)
+{
 	bool json = false;
 	int c;
 	opterr = 0;
@@ -127,6 +132,13 @@ int kiwi_cmd_list(int argc, char **argv)
 	if (kiwi_registry_list(&v, &n, &err) < 0) {
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
+	}
+	if (sessions_only) {
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].session)
+				v[k++] = v[i];
+		n = k;
 	}
 	int64_t now = now_ns();
 	if (!json) {

@@ -130,6 +130,19 @@ static int open_verdict(struct run_args *a, kiwi_err *err)
 /* What stands between the parsed flags and the sandbox: the image, the
  * environment, the output files and the seccomp program. Every resource is
  * held by the session, which releases them. */
+int run_session_prepare_output(struct run_session *s)
+{
+	struct run_args *a = &s->a;
+	if (open_output_file(a->stdout_path, "--stdout", &s->out_fd, &s->err) < 0 ||
+	    open_output_file(a->stderr_path, "--stderr", &s->err_fd, &s->err) < 0)
+		return -1;
+	if (s->out_fd >= 0)
+		a->cfg.stdout_dest = s->out_fd;
+	if (s->err_fd >= 0)
+		a->cfg.stderr_dest = s->err_fd;
+	return 0;
+}
+
 int run_session_prepare(struct run_session *s)
 {
 	struct run_args *a = &s->a;
@@ -141,13 +154,8 @@ int run_session_prepare(struct run_session *s)
 		KIWI_DEBUG(a->cfg.debug, "run", t, "image", "%s -> %s", a->image, a->cfg.rootfs);
 	if (build_env(a, s->img.env) < 0)
 		return kiwi_error(err, ENOMEM, "args", "cannot build the environment");
-	if (open_output_file(a->stdout_path, "--stdout", &s->out_fd, err) < 0 ||
-	    open_output_file(a->stderr_path, "--stderr", &s->err_fd, err) < 0)
+	if (run_session_prepare_output(s) < 0)
 		return -1;
-	if (s->out_fd >= 0)
-		a->cfg.stdout_dest = s->out_fd;
-	if (s->err_fd >= 0)
-		a->cfg.stderr_dest = s->err_fd;
 	t = KIWI_DEBUG_NOW(a->cfg.debug);
 	if (prepare_seccomp(a->seccomp, &s->filter, err) < 0)
 		return -1;

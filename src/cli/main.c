@@ -26,6 +26,7 @@ static const struct {
 	{ "doctor", kiwi_cmd_doctor, "check what this host offers kiwi-run" },
 	{ "policy", kiwi_cmd_policy, "check a policy file and print the effective policy" },
 	{ "shell", kiwi_cmd_shell, "an interactive shell in a fresh sandbox" },
+	{ "session", kiwi_cmd_session, "one sandbox across many commands: create, exec, list, destroy" },
 };
 
 void kiwi_cli_print_error(const kiwi_err *err)

@@ -44,6 +44,7 @@ struct run_args {
 	struct kiwi_idmap idmap;  /* --uidmap, --gidmap: cfg.idmap points here once one is given */
 	bool defaults_set;
 	bool command_optional;    /* no command after `--` is fine (the caller fills it) */
+	bool no_rootfs;           /* neither --rootfs nor --image (session exec: the session has one) */
 	kiwi_err err;         /* a flag's value that did not parse */
 	struct kiwi_debug debug;  /* --debug: cfg.debug points here */
 };
@@ -95,6 +96,8 @@ void run_session_release(struct run_session *s);
 int run_session_open_verdict(struct run_session *s);
 /* Image, environment, output files, seccomp program. */
 int run_session_prepare(struct run_session *s);
+/* Only the output files (--stdout, --stderr). */
+int run_session_prepare_output(struct run_session *s);
 /* One error line, the verdict, the network teardown; the exit status. */
 int run_session_finish(struct run_session *s, bool failed);
 

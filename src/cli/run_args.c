@@ -422,7 +422,10 @@ static void complete_idmap(struct run_args *a)
 /* What only the whole command line can tell. */
 static int check_run_args(int argc, char **argv, struct run_args *a)
 {
-	if (!a->cfg.rootfs == !a->image)
+	if (a->no_rootfs && (a->cfg.rootfs || a->image))
+		return kiwi_cli_usage_error(a->cmd, "the session has its root filesystem: --rootfs and --image "
+					    "belong to `session create`");
+	if (!a->no_rootfs && !a->cfg.rootfs == !a->image)
 		return kiwi_cli_usage_error(a->cmd, "give one of --rootfs and --image");
 	if (a->egress_flag && !a->network_egress)
 		return kiwi_cli_usage_error(a->cmd, "--%s needs --network egress", a->egress_flag);

@@ -826,6 +826,64 @@ int kiwi_cgroup_open_path(const char *path, const struct kiwi_cgroup_limits *l, 
 	return 0;
 }
 
+/* The controllers cgroup v2 offers in dirfd, as kiwi_cgroup_needed() bits. */
+static unsigned offered(int dirfd)
+{
+	char avail[512];
+	unsigned bits = 0;
+	if (read_at(dirfd, "cgroup.controllers", avail, sizeof(avail)) < 0)
+		return 0;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(controller_names); i++)
+		if (has_word(avail, controller_names[i]))
+			bits |= 1u << i;
+	return bits;
+}
+
+int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err)
+{
+	if (enable_in(cg->fd, cg->path, offered(cg->fd), err) < 0)
+		return -1;
+	if (mkdirat(cg->fd, leaf, 0755) < 0 && errno != EEXIST)
+		return kiwi_error(err, errno, "cgroup", "cannot create `%s/%s`", cg->path, leaf);
+	return open_cg_dir(cg->fd, leaf, cg->path, err);
+}
+
+int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err)
+{
+	char mount[PATH_MAX];
+	if (name[0] != '/' || strstr(name, "/..") || find_mount(mount, sizeof(mount), err) < 0)
+		return kiwi_error(err, EINVAL, "cgroup", "`%s` is not a cgroup path", name);
+	struct kiwi_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
+	cg->fd = -1;
+	if (asprintf(&cg->path, "%s%s/%s", mount, name, leaf) < 0 || asprintf(&cg->name, "%s/%s", name, leaf) < 0) {
+		kiwi_cgroup_forget(cg);
+		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
+	}
+	if (mkdir(cg->path, 0755) < 0 && errno != EEXIST) {
+		kiwi_error(err, errno, "cgroup", "cannot create `%s`", cg->path);
+		kiwi_cgroup_forget(cg);
+		return -1;
+	}
+	cg->fd = open_cg_dir(AT_FDCWD, cg->path, cg->path, err);
+	if (cg->fd < 0) {
+		kiwi_cgroup_forget(cg);
+		return -1;
+	}
+	*out = cg;
+	return 0;
+}
+
+int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%d", (int)pid);
+	if (write_raw(cg->fd, "cgroup.procs", text) < 0)
+		return kiwi_error(err, errno, "cgroup", "cannot move process %d into `%s`", (int)pid, cg->path);
+	return 0;
+}
+
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err)
 {
 	return find_mount(out, len, err);

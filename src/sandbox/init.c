@@ -4,6 +4,7 @@
 #include "kiwi/caps.h"
 #include "kiwi/debug.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/keeper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
@@ -230,6 +231,11 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 	else
 		kiwi_error(err, EPROTO, "exec", "lost the command's start-up report");
 	return -1;
+}
+
+pid_t kiwi_init_start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err)
+{
+	return start_command(args, exec_ns, err);
 }
 
 /* The layer's peak use and whether it ever filled, sampled by pid 1 while
@@ -508,6 +514,8 @@ static int drop_privileges(struct init_ctx *c, kiwi_err *err)
 static int start(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_sandbox_config *cfg = c->cfg;
+	if (cfg->session)
+		return 1;  /* a session's pid 1 starts no command: execs come later */
 	if (cfg->tty && open_terminal(c->args->sock, &c->cmd_args, err) < 0)
 		return -1;
 	c->cmd = start_command(&c->cmd_args, &c->exec_ns, err);
@@ -565,6 +573,18 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 			goto fail;
 		if (r == 0)
 			KIWI_DEBUG(dbg, "init", t, init_steps[i].name, "%s", c.note);
+	}
+
+	/* A session: ready once pid 1 holds nothing of the caller's; from
+	 * here on it keeps the sandbox for the execs (kiwi/keeper.h). */
+	if (c.cfg->session) {
+		const int kept[] = { sock, c.disk.layer };
+		if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0)
+			goto fail;
+		m = (struct kiwi_sync_msg){ .type = KIWI_SYNC_EXEC_OK, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
+					    .real_ns = kiwi_clock_ns(CLOCK_REALTIME) };
+		kiwi_sync_send(sock, &m);
+		kiwi_keeper_main(args, c.disk.layer);
 	}
 
 	/* #2: tell the parent the command runs. */

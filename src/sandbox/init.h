@@ -22,4 +22,8 @@ struct kiwi_init_args {
  * reports the command's end to the parent over sock. Never returns. */
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args);
 
+/* For a session's exec leaders (keeper.c): start args->cfg's command as
+ * pid 1 starts a run's. */
+pid_t kiwi_init_start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err);
+
 #endif

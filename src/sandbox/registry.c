@@ -215,6 +215,8 @@ char *kiwi_registry_format(const struct kiwi_registry_entry *e)
 	kiwi_jw_string(w, e->command);
 	kiwi_jw_key(w, "started_ns");
 	kiwi_jw_int(w, e->started_ns);
+	kiwi_jw_key(w, "session");
+	kiwi_jw_bool(w, e->session);
 	kiwi_jw_close_object(w);
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
@@ -275,6 +277,10 @@ int kiwi_registry_parse(const char *text, size_t len, struct kiwi_registry_entry
 	e->supervisor_pid = (pid_t)sup;
 	e->uid = (uid_t)uid;
 	e->started_ns = started;
+	/* Optional: written since sessions, absent before. */
+	const kiwi_json *session = kiwi_json_get(root, "session");
+	if (session && !kiwi_json_bool(session, &e->session))
+		return kiwi_error(err, EINVAL, "registry", "`session` is not a boolean");
 	return 0;
 }
 
@@ -526,6 +532,29 @@ int kiwi_registry_list(struct kiwi_registry_entry **out, size_t *n, kiwi_err *er
 	return 0;
 }
 
+int kiwi_registry_dir(char *out, size_t len, bool create, kiwi_err *err)
+{
+	struct regdir d;
+	if (open_regdir(create, &d, err) < 0)
+		return -1;
+	close(d.fd);
+	if (snprintf(out, len, "%s", d.path) >= (int)len)
+		return kiwi_error(err, ENAMETOOLONG, "registry", "`%s` is too long a path", d.path);
+	return 0;
+}
+
+/* A session's socket (<id>.sock) whose entry is gone or stale. */
+static bool stale_socket(int dirfd, const char *name)
+{
+	size_t n = strlen(name);
+	if (n != KIWI_REGISTRY_ID_LEN + 5 || strcmp(name + KIWI_REGISTRY_ID_LEN, ".sock"))
+		return false;
+	char entry[KIWI_REGISTRY_ID_LEN + sizeof(SUFFIX)];
+	snprintf(entry, sizeof(entry), "%.*s%s", KIWI_REGISTRY_ID_LEN, name, SUFFIX);
+	_cleanup_close_ int fd = openat(dirfd, entry, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0;
+}
+
 int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
 {
 	struct regdir d;
@@ -535,6 +564,10 @@ int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
 	if (r != 0)
 		return r < 0 ? -1 : 0;
 	for (struct dirent *de; (de = readdir(dir));) {
+		if (stale_socket(d.fd, de->d_name)) {
+			unlinkat(d.fd, de->d_name, 0);
+			continue;
+		}
 		if (!entry_name(de->d_name))
 			continue;
 		_cleanup_close_ int fd = openat(d.fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -561,7 +594,7 @@ bool kiwi_registry_signal_ok(int sig)
 }
 
 /* The live entry id names (or the only one it is a prefix of). */
-static int find_entry(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
+int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
 {
 	if (!valid_id(id, 4))
 		return kiwi_error(err, EINVAL, "kill", "`%s` is not a sandbox id (4 to %d hex digits, see "
@@ -634,7 +667,7 @@ int kiwi_registry_kill(const char *id, int sig, kiwi_err *err)
 				  "USR1, USR2 or KILL", sig);
 	struct kiwi_registry_entry e;
 	_cleanup_close_ int file = -1;
-	if (find_entry(id, &e, &file, err) < 0)
+	if (kiwi_registry_find(id, &e, &file, err) < 0)
 		return -1;
 	_cleanup_close_ int pidfd = open_target(&e, file, sig, err);
 	if (pidfd < 0)

@@ -91,7 +91,7 @@ static int check_user(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 {
 	struct stat st;
-	if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
+	if (!cfg->session && (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0]))
 		return kiwi_error(err, EINVAL, "args", "no command given (put it after `--`)");
 	if (stat(cfg->rootfs, &st) < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot use rootfs `%s`", cfg->rootfs);
@@ -129,6 +129,11 @@ struct follow {
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed, hung_up;
 	bool signalled;           /* a signal was forwarded: see ended_for_a_reason() */
+	/* A session: execs running now, and when the last one ended. */
+	struct kiwi_session_hooks *session;
+	int cg_leaf_fd;           /* a session's pid 1 starts in <cgroup>/keeper; else -1 */
+	int execs;
+	int64_t idle_since, ready_at;
 };
 
 static void arm_timer(struct follow *f, uint64_t ns)
@@ -219,6 +224,67 @@ static void hang_up(struct follow *f)
 	arm_timer(f, f->cfg->kill_grace_ns ? f->cfg->kill_grace_ns : TTY_HANGUP_GRACE_NS);
 }
 
+/* A session's one timer: the nearer of its idle and lifetime bounds. */
+static void arm_session_timer(struct follow *f)
+{
+	const struct kiwi_session_hooks *s = f->session;
+	int64_t now = kiwi_clock_ns(CLOCK_MONOTONIC), due = INT64_MAX;
+	if (s->max_lifetime_ns)
+		due = f->ready_at + (int64_t)s->max_lifetime_ns;
+	if (s->idle_timeout_ns && f->execs == 0 && f->idle_since + (int64_t)s->idle_timeout_ns < due)
+		due = f->idle_since + (int64_t)s->idle_timeout_ns;
+	if (due == INT64_MAX) {
+		struct itimerspec off = { 0 };
+		timerfd_settime(f->timerfd, 0, &off, NULL);
+		return;
+	}
+	arm_timer(f, due > now ? (uint64_t)(due - now) : 1);
+}
+
+static void end_session(struct follow *f, const char *why)
+{
+	if (!f->session->end_reason)
+		f->session->end_reason = why;
+	kill_sandbox(f);
+}
+
+static void on_session_timer(struct follow *f)
+{
+	int64_t now = kiwi_clock_ns(CLOCK_MONOTONIC);
+	const struct kiwi_session_hooks *s = f->session;
+	if (s->max_lifetime_ns && now >= f->ready_at + (int64_t)s->max_lifetime_ns)
+		end_session(f, "max_lifetime");
+	else if (s->idle_timeout_ns && f->execs == 0 && now >= f->idle_since + (int64_t)s->idle_timeout_ns)
+		end_session(f, "idle_timeout");
+	else
+		arm_session_timer(f);
+}
+
+static int register_sandbox(struct follow *f, pid_t pid);
+
+/* The session is ready: it is listed at once (no lazy registration: it is
+ * made to be found), and its creator hears of it. */
+static void session_ready(struct follow *f)
+{
+	f->ready_at = f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
+	f->register_at = 0;
+	if (register_sandbox(f, f->pid) < 0) {
+		kiwi_err e = f->res->registry_error;
+		fail_and_kill(f, &e);
+		return;
+	}
+	arm_session_timer(f);
+	f->session->ready(f->session->ctx, f->res);
+}
+
+static void on_exec_count(struct follow *f, int running)
+{
+	f->execs = running > 0 ? running : 0;
+	if (f->execs == 0)
+		f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
+	arm_session_timer(f);
+}
+
 static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 {
 	struct kiwi_sandbox_result *res = f->res;
@@ -227,8 +293,15 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		KIWI_DEBUG(f->cfg->debug, "run", 0, "started", "the command runs (sync #2)");
 		res->started = true;
 		f->exec_mono = m->mono_ns;
-		if (f->cfg->timeout_ns)
+		if (f->session)
+			session_ready(f);
+		else if (f->cfg->timeout_ns)
 			arm_timer(f, f->cfg->timeout_ns);
+		break;
+	case KIWI_SYNC_EXEC_BEGIN:
+	case KIWI_SYNC_EXEC_END:
+		if (f->session)
+			on_exec_count(f, m->value);
 		break;
 	case KIWI_SYNC_ERROR:
 		*f->err = m->err;
@@ -264,6 +337,11 @@ static void on_timer(struct follow *f)
 	 * by the deadline. */
 	if (f->exited || f->init_gone) {
 		stop_waiting(f);
+		return;
+	}
+	if (f->session) {
+		if (!f->killing)
+			on_session_timer(f);
 		return;
 	}
 	if (f->hung_up) {
@@ -314,6 +392,8 @@ static void on_signal(struct follow *f)
 				hang_up(f);
 			else
 				kill_sandbox(f);
+		} else if (f->session && sig != SIGWINCH) {
+			end_session(f, "signal");
 		} else if (sig != SIGWINCH) {
 			f->signalled = true;
 			send_to_init(f, KIWI_SYNC_SIGNAL, sig);
@@ -358,6 +438,36 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 	if (fd >= 0)
 		close(fd);
 	return r;
+}
+
+/* A client of the session: only the session's owner (the directory the
+ * socket is in is theirs alone; the peer's credentials are checked all the
+ * same). One byte says what it wants: 'x' an exec, whose connection goes
+ * on to pid 1, or 'd' the end, answered once everything is removed. */
+static void on_client(struct follow *f)
+{
+	_cleanup_close_ int conn = accept4(f->session->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid())
+		return;
+	struct timeval tv = { .tv_sec = 2 };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char op;
+	if (recv(conn, &op, 1, 0) != 1)
+		return;
+	tv.tv_sec = 0;
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (op == 'x' && !f->killing) {
+		struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
+		kiwi_sync_send_fd(f->sock, &m, conn);
+	} else if (op == 'd') {
+		if (f->session->destroy_fd < 0)
+			f->session->destroy_fd = TAKE_FD(conn);
+		end_session(f, "destroy");
+	}
 }
 
 static void read_audit(struct follow *f)
@@ -406,6 +516,7 @@ enum follow_slot {
 	SLOT_NET_AUDIT,    /* the network audit's log */
 	SLOT_TTY_IN,       /* --tty: our stdin, to the master */
 	SLOT_TTY_MASTER,   /* --tty: the master, writable */
+	SLOT_SESSION,      /* a session's clients (kiwi/keeper.h) */
 	SLOT_COUNT
 };
 
@@ -425,6 +536,7 @@ static void fill_slots(struct follow *f, struct pollfd pfd[SLOT_COUNT])
 		[SLOT_NET_AUDIT] = f->audit_fd,
 		[SLOT_TTY_IN] = relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
 		[SLOT_TTY_MASTER] = relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1,
+		[SLOT_SESSION] = f->session && f->res->started && !f->init_gone ? f->session->listen_fd : -1,
 	};
 	for (int i = 0; i < SLOT_COUNT; i++) {
 		bool out = i == SLOT_STDOUT_DEST || i == SLOT_STDERR_DEST || i == SLOT_TTY_MASTER;
@@ -477,6 +589,8 @@ static int follow(struct follow *f)
 			kiwi_egress_audit_read(f->egress, NULL);
 		if (pfd[SLOT_NET_AUDIT].revents)
 			read_audit(f);
+		if (pfd[SLOT_SESSION].revents)
+			on_client(f);
 		if (f->init_gone) {
 			/* Messages sent just before pid 1 left are still queued. */
 			while (recv_message(f, &m) > 0)
@@ -565,12 +679,18 @@ static int register_sandbox(struct follow *f, pid_t pid)
 		.uid = geteuid(),
 		.started_ns = (int64_t)f->res->started_at.tv_sec * 1000000000 + f->res->started_at.tv_nsec,
 	};
-	if (kiwi_registry_new_id(e.id, &f->res->registry_error) < 0)
+	if (f->session)
+		snprintf(e.id, sizeof(e.id), "%.*s", KIWI_REGISTRY_ID_LEN, f->session->id);
+	else if (kiwi_registry_new_id(e.id, &f->res->registry_error) < 0)
 		return -1;
+	e.session = f->session != NULL;
 	snprintf(e.phase, sizeof(e.phase), "%s", cfg->phase ? cfg->phase : "");
 	snprintf(e.cgroup, sizeof(e.cgroup), "%s", f->cg ? kiwi_cgroup_name(f->cg) : "");
 	snprintf(e.network, sizeof(e.network), "%s", cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none");
-	kiwi_registry_set_command(&e, cfg->argv);
+	if (f->session)
+		snprintf(e.command, sizeof(e.command), "(session)");
+	else
+		kiwi_registry_set_command(&e, cfg->argv);
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (kiwi_registry_add(&e, &f->reg, &f->res->registry_error) < 0)
 		return -1;
@@ -598,7 +718,8 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	/* A cgroup from kiwi-helper is not ours to clone into: the helper
 	 * moves the sandbox in (release_child). */
 	bool into = f->cg && !kiwi_cgroup_adopted(f->cg);
-	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, into ? kiwi_cgroup_fd(f->cg) : -1, &f->pidfd, f->err);
+	int into_fd = f->cg_leaf_fd >= 0 ? f->cg_leaf_fd : kiwi_cgroup_fd(f->cg);
+	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, into ? into_fd : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
 		kiwi_init_main(&args);
@@ -623,7 +744,8 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		return -1;
 	}
 	f->pid = pid;
-	f->register_at = kiwi_clock_ns(CLOCK_MONOTONIC) + (int64_t)KIWI_REGISTER_DELAY_MS * 1000000;
+	if (!f->session)
+		f->register_at = kiwi_clock_ns(CLOCK_MONOTONIC) + (int64_t)KIWI_REGISTER_DELAY_MS * 1000000;
 	if (follow(f) < 0)
 		return -1;
 	finish(f);
@@ -668,7 +790,14 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 {
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
 			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1,
-			    .master = -1, .layer_fd = -1 };
+			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1 };
+	/* A session's pid 1 lives in a leaf of its own, so that the session's
+	 * cgroup can hand its controllers on to each exec's. */
+	if (cfg->session && cg && !kiwi_cgroup_adopted(cg)) {
+		f.cg_leaf_fd = kiwi_cgroup_open_leaf(cg, "keeper", err);
+		if (f.cg_leaf_fd < 0)
+			return -1;
+	}
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (cfg->tty) {
 		/* The pty merges stdout and stderr: one stream, counted as
@@ -712,7 +841,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	kiwi_output_close(&f.errout);
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), err) < 0)
 		r = -1;
-	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd };
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

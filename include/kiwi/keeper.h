@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A session's pid 1 and its execs (kiwi-run-session(1)).
+ *
+ * A session is a sandbox whose pid 1 starts no command of its own: it
+ * keeps the namespaces alive and, for each `session exec`, forks an exec
+ * leader. The connection to the exec client (a SOCK_SEQPACKET socket the
+ * session's supervisor accepted and checked) is handed to pid 1 with
+ * KIWI_SYNC_EXEC_CONN; from then on the client talks to the leader alone:
+ *
+ *   client -> leader   KIWI_EXEC_REQUEST + strings, stdin/stdout/stderr fds
+ *   leader -> client   KIWI_EXEC_READY + a pidfd of the leader
+ *                      (the client moves it into the exec's cgroup)
+ *   client -> leader   KIWI_EXEC_GO
+ *   leader -> client   KIWI_EXEC_STARTED, or KIWI_EXEC_FAILED with the error
+ *   client -> leader   KIWI_EXEC_KILL (timeout, signals) at any time
+ *   leader -> client   KIWI_EXEC_EXIT once the command and, unless kept,
+ *                      everything it started are gone
+ *
+ * The leader is a child subreaper: whatever the command leaves behind is
+ * re-parented to it, so it can end the exec's whole tree without a cgroup.
+ * The command gets the session's own rules: the same ids, no capability,
+ * no_new_privs, the session's seccomp filter, loaded last. */
+#ifndef KIWI_KEEPER_H
+#define KIWI_KEEPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiwi/err.h"
+
+enum kiwi_exec_type {
+	KIWI_EXEC_REQUEST = 0x4b45,
+	KIWI_EXEC_READY,
+	KIWI_EXEC_GO,
+	KIWI_EXEC_STARTED,
+	KIWI_EXEC_FAILED,
+	KIWI_EXEC_KILL,
+	KIWI_EXEC_EXIT,
+	KIWI_EXEC_PTY,            /* leader -> client, before READY with KIWI_EXEC_TTY: the master */
+};
+
+#define KIWI_EXEC_KEEP_BACKGROUND 1u   /* REQUEST: leave what the command started running */
+/* REQUEST: the command's stdin, stdout and stderr are a pty of the
+ * sandbox's devpts, its controlling terminal; the master goes to the
+ * client (KIWI_EXEC_PTY), which relays it. */
+#define KIWI_EXEC_TTY 2u
+
+/* Bounds of a request: the strings are argv, then env, then cwd, each
+ * NUL-terminated, packed after the header. */
+#define KIWI_EXEC_REQUEST_MAX (256 * 1024)
+#define KIWI_EXEC_MAX_ARGS 4096
+
+struct kiwi_exec_msg {
+	uint32_t type;
+	uint32_t flags;           /* REQUEST: KIWI_EXEC_* */
+	uint32_t argc, envc;      /* REQUEST */
+	int32_t value;            /* KILL: signo; EXIT: wait status */
+	uint32_t disk_full;       /* EXIT: the session's layer was full at the exec's end */
+	uint64_t disk_used_kib;   /* EXIT: what the layer held then */
+	int64_t mono_ns;          /* STARTED, EXIT: CLOCK_MONOTONIC */
+	uint64_t utime_us;        /* EXIT: the exec's reaped processes */
+	uint64_t stime_us;
+	uint16_t rows, cols;      /* REQUEST with KIWI_EXEC_TTY */
+	kiwi_err err;             /* FAILED */
+};
+
+struct kiwi_exec_request {
+	uint32_t flags;
+	char **argv;              /* NULL-terminated */
+	char **envp;              /* NULL-terminated */
+	const char *cwd;
+	int fds[3];               /* stdin, stdout, stderr; -1: /dev/null */
+	uint16_t rows, cols;      /* KIWI_EXEC_TTY: the terminal's size */
+};
+
+/* Client side: sends the request (fds attached). */
+int kiwi_exec_send_request(int conn, const struct kiwi_exec_request *r, kiwi_err *err);
+/* Leader side: reads and checks one request; *buf holds the strings. */
+int kiwi_exec_recv_request(int conn, struct kiwi_exec_request *r, char **buf, kiwi_err *err);
+/* Sends/receives one fixed-size message, with at most one fd. */
+int kiwi_exec_send(int conn, const struct kiwi_exec_msg *m, int fd);
+/* 1 with a message, 0 at EOF, -1 on error; *fd gets an attached fd or -1. */
+int kiwi_exec_recv(int conn, struct kiwi_exec_msg *m, int flags, int *fd);
+
+struct kiwi_init_args;
+/* Pid 1 of a session, once the sandbox is built: never returns. */
+/* layer: the writable layer's root (kiwi/fslayer.h), -1 for none: each
+ * exec's verdict says how full it was at the exec's end. */
+_Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer);
+
+#endif

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Sessions (kiwi-run-session(1)): one sandbox across many commands, with
+ * no daemon. `session create` forks a supervisor that runs the sandbox
+ * (kiwi_sandbox_run with kiwi_session_hooks) until the session ends; the
+ * sandbox's pid 1 is a keeper (kiwi/keeper.h). The supervisor is listed in
+ * the registry like a run's kiwi-run, and listens on <registry>/<id>.sock,
+ * in the caller's own registry directory (closed to others), checking each
+ * client's credentials. This module is the clients' side: exec, destroy. */
+#ifndef KIWI_SESSION_H
+#define KIWI_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kiwi/err.h"
+#include "kiwi/registry.h"
+#include "kiwi/sandbox.h"
+
+/* The session id names (a unique prefix of 4 digits or more will do),
+ * which must be the caller's and a session; *entry gets its registry entry. */
+int kiwi_session_find(const char *id, struct kiwi_registry_entry *entry, kiwi_err *err);
+/* The path of a session's socket. */
+int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_dir, kiwi_err *err);
+/* Connects to the session's supervisor and says what for ('x' exec,
+ * 'd' destroy). Returns the connection. */
+int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err);
+
+struct kiwi_session_exec {
+	char *const *argv;
+	char *const *envp;
+	const char *cwd;
+	bool tty;
+	bool keep_background;
+	uint64_t timeout_ns;      /* 0: none */
+	uint64_t kill_grace_ns;
+	uint64_t output_limit;    /* 0: none */
+	bool output_limit_kill;
+	int stdout_dest, stderr_dest;
+	struct kiwi_tail *stdout_tail, *stderr_tail;
+};
+
+/* Runs one command in the session: the result is a run's, for that exec
+ * alone (its own cgroup below the session's, where there is one). 0 once
+ * it ran, -1 with err when it could not be started. */
+int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_session_exec *x,
+		      struct kiwi_sandbox_result *res, kiwi_err *err);
+
+/* What the supervisor checked once the session was gone, for `destroy`. */
+struct kiwi_session_evidence {
+	const char *reason;       /* what ended it */
+	int processes_left;       /* in the session's pid namespace, after the end */
+	int mount_ns_users;       /* processes still in its mount namespace */
+	int cgroup_removed;       /* 1, 0, or -1: there was none */
+	int network_removed;      /* 1, 0, or -1: there was none */
+	bool socket_removed;
+	kiwi_err cleanup_error;   /* errnum 0: none */
+};
+
+/* The evidence as one JSON object with a newline; the caller frees it. */
+char *kiwi_session_evidence_json(const char *id, const struct kiwi_session_evidence *ev);
+/* Processes whose namespace of kind ("pid", "mnt") has inode ino. */
+int kiwi_session_ns_users(const char *kind, uint64_t ino);
+
+#endif

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kiwi-run session: one sandbox across many commands, without a daemon
+ * (kiwi-run-session(1), kiwi/session.h). create forks the session's
+ * supervisor and prints the id once the sandbox is ready; exec, list and
+ * destroy find it through the caller's registry. */
+#include "cli.h"
+#include "run.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/policy.h"
+#include "kiwi/registry.h"
+#include "kiwi/sandbox.h"
+#include "kiwi/session.h"
+#include "kiwi/units.h"
+#include "kiwi/verdict.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WORKSPACE "/workspace"
+
+/* ---- credentials: the phases' rules, model-provider keys never ------- */
+
+static int check_env_names(struct run_args *a)
+{
+	struct kiwi_policy p;
+	kiwi_policy_init(&p);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < a->n_user_env; i++) {
+		char name[256];
+		const char *eq = strchr(a->user_env[i], '=');
+		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a->user_env[i]) : 255, a->user_env[i]);
+		r = kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, name, &a->err);
+	}
+	kiwi_policy_clear(&p);
+	return r;
+}
+
+/* ---- create ------------------------------------------------------------ */
+
+enum { OPT_WORKSPACE = RUN_OPT_EXTRA, OPT_IDLE_TIMEOUT, OPT_MAX_LIFETIME, OPT_TTY, OPT_KEEP_BACKGROUND, OPT_PASS_ENV };
+
+struct create_opts {
+	const char *workspace;
+	uint64_t idle_ns, lifetime_ns;
+};
+
+static const struct option create_options[] = {
+	{ "workspace", required_argument, NULL, OPT_WORKSPACE },
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+	{ "max-lifetime", required_argument, NULL, OPT_MAX_LIFETIME },
+	{ 0 },
+};
+
+static int take_create_option(void *ctx, struct run_args *a, int opt, const char *value)
+{
+	struct create_opts *o = ctx;
+	kiwi_err e = { 0 };
+	if (opt == OPT_WORKSPACE) {
+		o->workspace = value;
+		return 0;
+	}
+	if (kiwi_parse_duration(value, opt == OPT_IDLE_TIMEOUT ? "--idle-timeout" : "--max-lifetime",
+				opt == OPT_IDLE_TIMEOUT ? &o->idle_ns : &o->lifetime_ns, &e) < 0)
+		return kiwi_cli_usage_error(a->cmd, "%s", e.msg);
+	return 0;
+}
+
+/* What a session cannot take: its flags mean the whole session, a
+ * command's belong to each exec. */
+static int check_create_args(struct run_args *a)
+{
+	if (a->cfg.argv)
+		return kiwi_cli_usage_error(a->cmd, "a session runs no command of its own: give it to `session exec`");
+	if (a->cfg.tty)
+		return kiwi_cli_usage_error(a->cmd, "--tty belongs to `session exec`");
+	if (a->cfg.n_preserve_fds)
+		return kiwi_cli_usage_error(a->cmd, "--preserve-fd cannot reach a session that outlives this command");
+	if (a->verdict_path || a->verdict_fd >= 0 || a->stdout_path || a->stderr_path)
+		return kiwi_cli_usage_error(a->cmd, "--verdict, --stdout and --stderr belong to `session exec`");
+	if (a->cfg.timeout_ns)
+		return kiwi_cli_usage_error(a->cmd, "--timeout belongs to `session exec`; a session is bounded by "
+					    "--idle-timeout and --max-lifetime");
+	if (check_env_names(a) < 0) {
+		kiwi_cli_print_error(&a->err);
+		return KIWI_EXIT_FAILED;
+	}
+	return 0;
+}
+
+/* What the supervisor says to its creator: ready, or why not. */
+struct ready_report {
+	int ok;
+	kiwi_err err;
+};
+
+static void on_ready(void *ctx, const struct kiwi_sandbox_result *res)
+{
+	(void)res;
+	int *fd = ctx;
+	struct ready_report r = { .ok = 1 };
+	(void)!write(*fd, &r, sizeof(r));
+	close(*fd);
+	*fd = -1;
+}
+
+/* The session's listening socket, in the caller's registry directory. */
+static int listen_on(const char *path, kiwi_err *err)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return kiwi_error(err, errno, "session", "cannot create a socket");
+	mode_t old = umask(077);
+	int r = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old);
+	if (r < 0 || listen(fd, 64) < 0)
+		return kiwi_error(err, errno, "session", "cannot listen on `%s`", path);
+	return TAKE_FD(fd);
+}
+
+/* The supervisor's last word, for destroy: what is left of the session. */
+static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
+			   const char *sock_path, int release_rc, const kiwi_err *release_err)
+{
+	struct kiwi_session_evidence ev = { .reason = h->end_reason ? h->end_reason : "killed" };
+	/* The kernel kills the rest of the namespace when pid 1 goes; a
+	 * moment may pass before the last of them is gone. */
+	for (int i = 0; i < 200; i++) {
+		ev.processes_left = pidns ? kiwi_session_ns_users("pid", pidns) : 0;
+		ev.mount_ns_users = mntns ? kiwi_session_ns_users("mnt", mntns) : 0;
+		if (ev.processes_left <= 0 && ev.mount_ns_users <= 0)
+			break;
+		usleep(10000);
+	}
+	ev.cgroup_removed = -1;
+	if (s->res.has_cgroup) {
+		char mount[4096], path[8192];
+		struct stat st;
+		ev.cgroup_removed = !s->res.cleanup_failed;
+		if (kiwi_cgroup_mount(mount, sizeof(mount), NULL) == 0) {
+			snprintf(path, sizeof(path), "%s%s", mount, s->res.cgroup_name);
+			ev.cgroup_removed = stat(path, &st) < 0 && errno == ENOENT;
+		}
+	}
+	ev.network_removed = s->a.cfg.egress ? release_rc == 0 : -1;
+	struct stat st;
+	ev.socket_removed = lstat(sock_path, &st) < 0 && errno == ENOENT;
+	if (s->res.cleanup_failed)
+		ev.cleanup_error = s->res.cleanup_error;
+	else if (release_rc < 0)
+		ev.cleanup_error = *release_err;
+	if (h->destroy_fd < 0)
+		return;
+	_cleanup_free_ char *text = kiwi_session_evidence_json(h->id, &ev);
+	if (text)
+		(void)!send(h->destroy_fd, text, strlen(text), MSG_NOSIGNAL);
+	close(h->destroy_fd);
+}
+
+/* The namespace inode of pid 1's kind, for the evidence. */
+static uint64_t ns_inode(pid_t pid, const char *kind)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, kind);
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+struct supervisor_ctx {
+	int ready_fd;
+	struct run_session *s;
+	uint64_t pidns, mntns;
+};
+
+static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
+{
+	struct supervisor_ctx *c = ctx;
+	struct kiwi_registry_entry e;
+	_cleanup_close_ int fd = -1;
+	/* Pid 1's namespaces, while it is surely alive: the evidence counts
+	 * what is left in them at the end. */
+	if (kiwi_registry_find(res->id, &e, &fd, NULL) == 0) {
+		c->pidns = ns_inode(e.pid, "pid");
+		c->mntns = ns_inode(e.pid, "mnt");
+	}
+	on_ready(&c->ready_fd, res);
+}
+
+/* The supervisor: detached from the caller (its own session, no stdio of
+ * the caller's, so `id=$(kiwi-run session create ...)` returns), it runs
+ * the sandbox until the end, then answers a destroy with the evidence. */
+_Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks *h, int ready_fd,
+				const char *sock_path)
+{
+	setsid();
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; null >= 0 && fd <= 2; fd++)
+		dup2(null, fd);
+	if (null > 2)
+		close(null);
+	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s };
+	h->ready = supervisor_ready;
+	h->ctx = &ctx;
+	s->a.cfg.session = h;
+	s->a.cfg.stdout_dest = s->a.cfg.stderr_dest = STDOUT_FILENO;
+	s->a.cfg.stdin_null = true;
+	s->a.cfg.debug = NULL;
+	int r = kiwi_sandbox_run(&s->a.cfg, &s->res, &s->err);
+	unlink(sock_path);
+	if (ctx.ready_fd >= 0) {
+		struct ready_report rep = { .ok = 0, .err = s->err };
+		if (r == 0)
+			kiwi_error(&rep.err, EPROTO, "session", "the session's pid 1 ended before it was ready");
+		(void)!write(ctx.ready_fd, &rep, sizeof(rep));
+	}
+	kiwi_err rerr = { 0 };
+	int rr = kiwi_sandbox_result_release(&s->res, &rerr);
+	answer_destroy(s, h, ctx.pidns, ctx.mntns, sock_path, rr, &rerr);
+	_exit(0);
+}
+
+static int session_create(int argc, char **argv)
+{
+	_cleanup_(run_session_release) struct run_session s;
+	run_session_init(&s, "session create");
+	struct create_opts o = { 0 };
+	const struct run_extra own = {
+		.options = create_options, .take = take_create_option, .ctx = &o,
+		.usage = "  --workspace DIR       bind DIR read-write at " WORKSPACE " and start execs there\n"
+			 "  --idle-timeout DUR    end the session when no exec has run for DUR\n"
+			 "  --max-lifetime DUR    end the session DUR after it was created\n\n",
+	};
+	run_args_defaults(&s.a);
+	s.a.command_optional = true;
+	int r = run_args_parse(argc, argv, &s.a, &own);
+	if (r != 0)
+		return r == -2 ? 0 : KIWI_EXIT_FAILED;
+	if (check_create_args(&s.a) != 0)
+		return KIWI_EXIT_FAILED;
+	if (o.workspace) {
+		if (run_args_add_bind(&s.a, o.workspace, WORKSPACE, false) < 0) {
+			kiwi_cli_print_error(&s.a.err);
+			return KIWI_EXIT_FAILED;
+		}
+		if (!s.a.cwd_set)
+			s.a.cfg.cwd = WORKSPACE;
+		s.a.cfg.binds = s.a.binds;
+	}
+	if (run_session_prepare(&s) < 0) {
+		kiwi_cli_print_error(&s.err);
+		return KIWI_EXIT_FAILED;
+	}
+	/* The image's command is no session's: execs bring their own. */
+	s.a.cfg.argv = NULL;
+	/* A cgroup where the host gives one, even without limits: each exec
+	 * gets its own below it, and its removal proves the end. */
+	s.a.cfg.own_cgroup = true;
+	struct kiwi_session_hooks h = { .listen_fd = -1, .destroy_fd = -1, .idle_timeout_ns = o.idle_ns,
+					.max_lifetime_ns = o.lifetime_ns };
+	char sock_path[108];
+	char id[KIWI_REGISTRY_ID_LEN + 1];
+	int ready[2] = { -1, -1 };
+	if (kiwi_registry_new_id(id, &s.err) < 0 ||
+	    kiwi_session_socket_path(id, sock_path, sizeof(sock_path), true, &s.err) < 0 ||
+	    (h.listen_fd = listen_on(sock_path, &s.err)) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+		if (!s.err.step[0])
+			kiwi_error(&s.err, errno, "session", "cannot make a pipe");
+		if (h.listen_fd >= 0) {
+			close(h.listen_fd);
+			unlink(sock_path);
+		}
+		kiwi_cli_print_error(&s.err);
+		return KIWI_EXIT_FAILED;
+	}
+	snprintf(h.id, sizeof(h.id), "%s", id);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(ready[0]);
+		supervise(&s, &h, ready[1], sock_path);
+	}
+	close(ready[1]);
+	close(h.listen_fd);
+	struct ready_report rep = { 0 };
+	ssize_t n = pid < 0 ? -1 : read(ready[0], &rep, sizeof(rep));
+	close(ready[0]);
+	if (n == (ssize_t)sizeof(rep) && rep.ok) {
+		printf("%s\n", id);
+		return 0;
+	}
+	if (pid < 0)
+		kiwi_error(&rep.err, errno, "session", "cannot start the session's supervisor");
+	else if (n != (ssize_t)sizeof(rep))
+		kiwi_error(&rep.err, EPROTO, "session", "the session's supervisor died before the session was ready");
+	/* A supervisor that failed has taken everything down: reap it. */
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	unlink(sock_path);
+	kiwi_cli_print_error(&rep.err);
+	return KIWI_EXIT_FAILED;
+}
+
+/* ---- exec -------------------------------------------------------------- */
+
+struct exec_opts {
+	bool keep_background;
+	const char **pass_env;
+	size_t n_pass_env;
+};
+
+static const struct option exec_options[] = {
+	{ "tty", no_argument, NULL, OPT_TTY },
+	{ "keep-background", no_argument, NULL, OPT_KEEP_BACKGROUND },
+	{ "pass-env", required_argument, NULL, OPT_PASS_ENV },
+	{ 0 },
+};
+
+static int take_exec_option(void *ctx, struct run_args *a, int opt, const char *value)
+{
+	struct exec_opts *o = ctx;
+	if (opt == OPT_KEEP_BACKGROUND) {
+		o->keep_background = true;
+	} else if (opt == OPT_PASS_ENV) {
+		const char **v = reallocarray(o->pass_env, o->n_pass_env + 1, sizeof(*v));
+		if (!v)
+			return kiwi_cli_usage_error(a->cmd, "out of memory");
+		o->pass_env = v;
+		o->pass_env[o->n_pass_env++] = value;
+	} else {
+		a->cfg.tty = true;
+	}
+	return 0;
+}
+
+/* Flags that bound or shape the whole session, refused by name: an exec
+ * cannot change them. */
+static int refuse_create_flags(int argc, char **argv)
+{
+	static const char *const whole[] = {
+		"rootfs", "image", "image-cache", "hostname", "bind", "rw-root", "seccomp", "disk", "memory",
+		"memory-swap", "pids", "cpus", "io-weight", "io-max", "cgroup-parent", "landlock", "network",
+		"uidmap", "gidmap", "user", "preserve-fd", "allow-cidr", "allow-host", "allow-port", "egress",
+		"dns", "egress-audit",
+	};
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (strncmp(argv[i], "--", 2))
+			continue;
+		size_t len = strcspn(argv[i] + 2, "=");
+		for (size_t k = 0; k < KIWI_ARRAY_SIZE(whole); k++)
+			if (strlen(whole[k]) == len && !strncmp(argv[i] + 2, whole[k], len))
+				return kiwi_cli_usage_error("session exec", "--%s is the session's, set at `session create`",
+							    whole[k]);
+	}
+	return 0;
+}
+
+static void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* --pass-env NAME: the caller's value, under the phases' rules. */
+static int add_passed_env(struct run_args *a, const struct exec_opts *o, char ***owned, size_t *n_owned)
+{
+	*owned = calloc(o->n_pass_env + 1, sizeof(**owned));
+	if (!*owned)
+		return kiwi_error(&a->err, ENOMEM, "env", "out of memory");
+	struct kiwi_policy p;
+	kiwi_policy_init(&p);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < o->n_pass_env; i++) {
+		const char *name = o->pass_env[i], *value = getenv(name);
+		if (kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, name, &a->err) < 0)
+			r = -1;
+		else if (!value)
+			r = kiwi_error(&a->err, ENOENT, "env", "--pass-env %s: not set in kiwi-run's environment", name);
+		else {
+			char *kv = NULL;
+			if (asprintf(&kv, "%s=%s", name, value) < 0)
+				r = kiwi_error(&a->err, ENOMEM, "env", "out of memory");
+			else if (((*owned)[(*n_owned)++] = kv, run_args_add_env(a, kv)) < 0)
+				r = kiwi_error(&a->err, ENOMEM, "env", "out of memory");
+		}
+	}
+	kiwi_policy_clear(&p);
+	return r;
+}
+
+static int session_exec(int argc, char **argv)
+{
+	if (argc < 2 || argv[1][0] == '-')
+		return kiwi_cli_usage_error("session exec", "give the session's id first: session exec ID [OPTIONS] -- CMD");
+	const char *id = argv[1];
+	if (refuse_create_flags(argc - 1, argv + 1) != 0)
+		return KIWI_EXIT_FAILED;
+	_cleanup_(run_session_release) struct run_session s;
+	run_session_init(&s, "session exec");
+	struct exec_opts o = { 0 };
+	const struct run_extra own = {
+		.options = exec_options, .take = take_exec_option, .ctx = &o,
+		.usage = "  --tty                 a terminal of the session's own\n"
+			 "  --keep-background     leave what the command started running\n"
+			 "  --pass-env NAME       pass the caller's NAME (model-provider keys never)\n\n",
+	};
+	run_args_defaults(&s.a);
+	s.a.no_rootfs = true;
+	int r = run_args_parse(argc - 1, argv + 1, &s.a, &own);
+	char **owned = NULL;
+	size_t n_owned = 0;
+	if (r != 0) {
+		free(o.pass_env);
+		return r == -2 ? 0 : KIWI_EXIT_FAILED;
+	}
+	struct kiwi_registry_entry e;
+	bool failed = check_env_names(&s.a) < 0 || add_passed_env(&s.a, &o, &owned, &n_owned) < 0 ||
+		      kiwi_session_find(id, &e, &s.a.err) < 0;
+	free(o.pass_env);
+	if (failed) {
+		kiwi_cli_print_error(&s.a.err);
+		free_strings(owned, n_owned);
+		return KIWI_EXIT_FAILED;
+	}
+	if (s.a.cfg.tty && run_args_tty_env(&s.a) < 0) {
+		kiwi_cli_print_error(&s.a.err);
+		free_strings(owned, n_owned);
+		return KIWI_EXIT_FAILED;
+	}
+	/* Only the exec's own variables: the session's environment is the base
+	 * its pid 1 holds. */
+	s.a.user_env = reallocarray(s.a.user_env, s.a.n_user_env + 1, sizeof(*s.a.user_env));
+	if (!s.a.user_env || run_session_open_verdict(&s) < 0) {
+		free_strings(owned, n_owned);
+		return KIWI_EXIT_FAILED;
+	}
+	s.a.user_env[s.a.n_user_env] = NULL;
+	struct kiwi_session_exec x = {
+		.argv = s.a.cfg.argv, .envp = s.a.user_env, .cwd = s.a.cwd_set ? s.a.cfg.cwd : "",
+		.tty = s.a.cfg.tty, .keep_background = o.keep_background, .timeout_ns = s.a.cfg.timeout_ns,
+		.kill_grace_ns = s.a.cfg.kill_grace_ns, .output_limit = s.a.cfg.output_limit,
+		.output_limit_kill = s.a.cfg.output_limit_kill, .stdout_dest = STDOUT_FILENO,
+		.stderr_dest = STDERR_FILENO,
+	};
+	failed = run_session_prepare_output(&s) < 0;
+	if (!failed) {
+		x.stdout_dest = s.a.cfg.stdout_dest;
+		x.stderr_dest = s.a.cfg.stderr_dest;
+		failed = kiwi_session_exec(&e, &x, &s.res, &s.err) < 0;
+	}
+	int status = run_session_finish(&s, failed);
+	free_strings(owned, n_owned);
+	return status;
+}
+
+/* ---- destroy, list ----------------------------------------------------- */
+
+static int session_destroy(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-')
+		return kiwi_cli_usage_error("session destroy", "give one session id: session destroy ID");
+	kiwi_err err = { 0 };
+	struct kiwi_registry_entry e;
+	if (kiwi_session_find(argv[1], &e, &err) < 0) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	_cleanup_close_ int conn = kiwi_session_connect(&e, 'd', &err);
+	if (conn < 0) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	char text[4096];
+	ssize_t n;
+	do
+		n = recv(conn, text, sizeof(text) - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		kiwi_error(&err, n < 0 ? errno : EPIPE, "session", "session `%s` ended without its evidence", e.id);
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	text[n] = '\0';
+	fputs(text, stdout);
+	/* "clean":true, or something was left: the caller must hear of a leak. */
+	return strstr(text, "\"clean\":true") ? 0 : KIWI_EXIT_FAILED;
+}
+
+static void session_usage(FILE *out)
+{
+	fprintf(out, "usage: kiwi-run session create [RUN OPTIONS] [--workspace DIR] [--idle-timeout DUR]\n"
+		     "                                [--max-lifetime DUR]\n"
+		     "       kiwi-run session exec ID [--timeout DUR] [--verdict FILE] [--env K=V]\n"
+		     "                                [--pass-env NAME] [--tty] [--keep-background] -- CMD...\n"
+		     "       kiwi-run session list [--json]\n"
+		     "       kiwi-run session destroy ID\n\n"
+		     "One sandbox across many commands. See kiwi-run-session(1).\n");
+}
+
+int kiwi_cmd_session(int argc, char **argv)
+{
+	if (argc < 2) {
+		session_usage(stderr);
+		return KIWI_EXIT_FAILED;
+	}
+	const char *verb = argv[1];
+	if (!strcmp(verb, "--help") || !strcmp(verb, "-h")) {
+		session_usage(stdout);
+		return 0;
+	}
+	if (!strcmp(verb, "create"))
+		return session_create(argc - 1, argv + 1);
+	if (!strcmp(verb, "exec"))
+		return session_exec(argc - 1, argv + 1);
+	if (!strcmp(verb, "destroy"))
+		return session_destroy(argc - 1, argv + 1);
+	if (!strcmp(verb, "list"))
+		return kiwi_cli_list(argc - 1, argv + 1, true);
+	return kiwi_cli_usage_error("session", "unknown verb `%s`: create, exec, list or destroy", verb);
+}

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A session's pid 1 and its exec leaders (kiwi/keeper.h). Pid 1 only
+ * forks: each exec's connection goes to a leader of its own, which reads
+ * the request, starts the command the way a run's pid 1 does, and ends
+ * the exec's tree. A leader that misbehaves (or is killed by the command,
+ * which runs as the same user) costs its own exec, never the session. */
+#include "kiwi/keeper.h"
+#include "init.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
+#include "kiwi/pty.h"
+#include "kiwi/sync.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How many execs may run in one session at once. */
+#define KIWI_KEEPER_MAX_EXECS 256
+
+/* ---- the exec leader ------------------------------------------------- */
+
+static void send_exec(int conn, enum kiwi_exec_type type, const kiwi_err *err)
+{
+	struct kiwi_exec_msg m = { .type = type, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+	if (err)
+		m.err = *err;
+	kiwi_exec_send(conn, &m, -1);
+}
+
+struct leader {
+	int conn, sfd;
+	struct kiwi_exec_request req;
+	char **envp;              /* the session's environment, the exec's over it */
+	pid_t cmd;
+	bool keep_background, done;
+	int status;
+};
+
+/* Reaps one child; the command's status is kept. */
+static pid_t reap_one(struct leader *l, int flags)
+{
+	int status;
+	pid_t p = waitpid(-1, &status, flags);
+	if (p > 0 && p == l->cmd) {
+		l->status = status;
+		l->done = true;
+	}
+	return p;
+}
+
+/* Kills every process below us: each round kills our children, whose own
+ * children the kernel then hands to us (we are a subreaper), until none is
+ * left. Fork bombs lose: a killed process forks no more. */
+static void kill_tree(struct leader *l)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+	for (int round = 0; round < 10000; round++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		char text[4096];
+		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		text[n > 0 ? n : 0] = '\0';
+		int killed = 0;
+		for (char *p = text, *end; *p; p = end) {
+			long pid = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+				killed++;
+		}
+		/* Exactly those: a blocking wait for more would wait on an
+		 * orphan handed to us meanwhile, alive until the next round. */
+		for (int i = 0; i < killed; i++)
+			reap_one(l, 0);
+		while (reap_one(l, WNOHANG) > 0)
+			;
+		if (!killed && reap_one(l, WNOHANG) < 0 && errno == ECHILD)
+			return;
+	}
+}
+
+/* The session's environment (create's), then the exec's: a later NAME=
+ * replaces an earlier one. */
+static int merge_env(struct leader *l, char *const *base)
+{
+	size_t n = 0, k = 0;
+	for (char *const *e = base; e && *e; e++)
+		n++;
+	for (char **e = l->req.envp; *e; e++)
+		n++;
+	l->envp = calloc(n + 1, sizeof(*l->envp));
+	if (!l->envp)
+		return -1;
+	for (int pass = 0; pass < 2; pass++)
+		for (char *const *e = pass ? l->req.envp : base; e && *e; e++) {
+			size_t klen = strcspn(*e, "=") + 1, i = 0;
+			while (i < k && strncmp(l->envp[i], *e, klen))
+				i++;
+			l->envp[i] = *e;
+			if (i == k)
+				k++;
+		}
+	return 0;
+}
+
+/* Waits for GO (the client has moved us into the exec's cgroup): nothing
+ * the command starts may be born outside it. */
+static int wait_go(struct leader *l)
+{
+	struct kiwi_exec_msg m;
+	int fd;
+	int r = kiwi_exec_recv(l->conn, &m, 0, &fd);
+	if (fd >= 0)
+		close(fd);
+	return r > 0 && m.type == KIWI_EXEC_GO ? 0 : -1;
+}
+
+/* --tty: the command's terminal, from the sandbox's own devpts. */
+static int open_exec_pty(struct leader *l, kiwi_err *err)
+{
+	struct winsize ws = { .ws_row = l->req.rows ? l->req.rows : 24, .ws_col = l->req.cols ? l->req.cols : 80 };
+	int master, slave;
+	if (kiwi_pty_open(&ws, &master, &slave, err) < 0)
+		return -1;
+	struct kiwi_exec_msg m = { .type = KIWI_EXEC_PTY };
+	int r = kiwi_exec_send(l->conn, &m, master);
+	close(master);
+	for (int i = 0; i < 3; i++) {
+		if (l->req.fds[i] >= 0)
+			close(l->req.fds[i]);
+		l->req.fds[i] = slave;
+	}
+	return r < 0 ? kiwi_error(err, errno, "tty", "cannot pass the terminal to kiwi-run") : 0;
+}
+
+static int start(struct leader *l, const struct kiwi_init_args *args, kiwi_err *err)
+{
+	struct kiwi_sandbox_config cfg = *args->cfg;
+	cfg.argv = l->req.argv;
+	cfg.envp = l->envp;
+	cfg.cwd = l->req.cwd[0] ? l->req.cwd : args->cfg->cwd;
+	cfg.tty = l->req.flags & KIWI_EXEC_TTY;
+	cfg.preserve_fds = NULL;
+	cfg.n_preserve_fds = 0;
+	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct kiwi_init_args a = *args;
+	a.cfg = &cfg;
+	a.stdin_fd = l->req.fds[0] >= 0 ? l->req.fds[0] : null;
+	a.stdout_fd = l->req.fds[1] >= 0 ? l->req.fds[1] : null;
+	a.stderr_fd = l->req.fds[2] >= 0 ? l->req.fds[2] : null;
+	int64_t exec_ns = 0;
+	l->cmd = kiwi_init_start_command(&a, &exec_ns, err);
+	int closed = -1;
+	for (int i = 0; i < 3; i++)
+		if (l->req.fds[i] >= 0 && l->req.fds[i] != closed)
+			close(closed = l->req.fds[i]);
+	if (l->cmd < 0)
+		return -1;
+	struct kiwi_exec_msg m = { .type = KIWI_EXEC_STARTED, .mono_ns = exec_ns };
+	kiwi_exec_send(l->conn, &m, -1);
+	return 0;
+}
+
+static void report_exit(struct leader *l, int layer)
+{
+	uint64_t used = 0;
+	bool full = false;
+	if (layer >= 0)
+		kiwi_fslayer_usage(layer, &used, &full);
+	struct rusage ru;
+	getrusage(RUSAGE_CHILDREN, &ru);
+	struct kiwi_exec_msg m = {
+		.type = KIWI_EXEC_EXIT,
+		.value = l->status,
+		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
+		.utime_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec,
+		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
+		.disk_full = full,
+		.disk_used_kib = used,
+	};
+	kiwi_exec_send(l->conn, &m, -1);
+}
+
+/* Follows the command: a KILL from the client (its timeout, a forwarded
+ * signal) reaches it, the client's going away ends the exec. */
+static void follow_command(struct leader *l)
+{
+	struct pollfd pfd[2] = { { .fd = l->conn, .events = POLLIN }, { .fd = l->sfd, .events = POLLIN } };
+	for (;;) {
+		while (!l->done && reap_one(l, WNOHANG) > 0)
+			;
+		if (l->done)
+			return;
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(l->sfd, &si, sizeof(si)) > 0)
+				;
+		}
+		if (pfd[0].revents) {
+			struct kiwi_exec_msg m;
+			int fd, r = kiwi_exec_recv(l->conn, &m, MSG_DONTWAIT, &fd);
+			if (fd >= 0)
+				close(fd);
+			if (r == 0 || (r < 0 && errno != EAGAIN)) {
+				kill_tree(l);  /* the client is gone: so is its exec */
+				_exit(1);
+			}
+			if (r > 0 && m.type == KIWI_EXEC_KILL && m.value == SIGKILL)
+				kill_tree(l);
+			else if (r > 0 && m.type == KIWI_EXEC_KILL && kill(-l->cmd, m.value) < 0)
+				kill(l->cmd, m.value);
+		}
+	}
+}
+
+_Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer)
+{
+	struct leader l = { .conn = conn, .cmd = -1 };
+	kiwi_err err = { 0 };
+	_cleanup_free_ char *buf = NULL;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	l.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (l.sfd < 0 || kiwi_exec_recv_request(conn, &l.req, &buf, &err) < 0)
+		goto fail;
+	l.keep_background = l.req.flags & KIWI_EXEC_KEEP_BACKGROUND;
+	if (merge_env(&l, args->cfg->envp) < 0) {
+		kiwi_error(&err, ENOMEM, "exec", "cannot build the environment");
+		goto fail;
+	}
+	/* What the command leaves behind comes to us, to be ended with it,
+	 * unless it is to live on: then it goes to pid 1 as usual. */
+	if (!l.keep_background && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		kiwi_error(&err, errno, "exec", "cannot become the exec's subreaper");
+		goto fail;
+	}
+	if ((l.req.flags & KIWI_EXEC_TTY) && open_exec_pty(&l, &err) < 0)
+		goto fail;
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY };
+	if (self < 0 || kiwi_exec_send(conn, &ready, self) < 0) {
+		kiwi_error(&err, errno, "exec", "cannot hand the client a pidfd");
+		goto fail;
+	}
+	close(self);
+	if (wait_go(&l) < 0)
+		_exit(1);
+	if (start(&l, args, &err) < 0)
+		goto fail;
+	follow_command(&l);
+	if (!l.keep_background)
+		kill_tree(&l);
+	report_exit(&l, layer);
+	_exit(0);
+fail:
+	send_exec(conn, KIWI_EXEC_FAILED, &err);
+	_exit(1);
+}
+
+/* ---- pid 1 ----------------------------------------------------------- */
+
+struct keeper {
+	int sock, sfd, layer;
+	pid_t leaders[KIWI_KEEPER_MAX_EXECS];
+	size_t n_leaders;
+};
+
+static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type)
+{
+	struct kiwi_sync_msg m = { .type = type, .value = (int32_t)k->n_leaders,
+				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+	kiwi_sync_send(k->sock, &m);
+}
+
+static void reap(struct keeper *k)
+{
+	pid_t p;
+	while ((p = waitpid(-1, NULL, WNOHANG)) > 0)
+		for (size_t i = 0; i < k->n_leaders; i++)
+			if (k->leaders[i] == p) {
+				k->leaders[i] = k->leaders[--k->n_leaders];
+				tell_supervisor(k, KIWI_SYNC_EXEC_END);
+				break;
+			}
+}
+
+static void new_exec(struct keeper *k, int conn, const struct kiwi_init_args *args)
+{
+	if (k->n_leaders == KIWI_KEEPER_MAX_EXECS) {
+		kiwi_err err = { 0 };
+		kiwi_error(&err, EAGAIN, "exec", "the session runs %d execs already", KIWI_KEEPER_MAX_EXECS);
+		send_exec(conn, KIWI_EXEC_FAILED, &err);
+		close(conn);
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(k->sock);
+		close(k->sfd);
+		/* The parent-death signal was pid 1's: a leader outlives no
+		 * session anyway, the pid namespace ends with pid 1. */
+		leader_main(conn, args, k->layer);
+	}
+	close(conn);
+	if (pid > 0) {
+		k->leaders[k->n_leaders++] = pid;
+		tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN);
+	}
+}
+
+/* What later execs still use of the configuration (the binds' paths for
+ * Landlock, the base environment), in pid 1's own memory: nothing of it
+ * may point into memory the caller's arguments shared. */
+static const struct kiwi_init_args *own_copy(const struct kiwi_init_args *args)
+{
+	static struct kiwi_sandbox_config cfg;
+	static struct kiwi_init_args copy;
+	cfg = *args->cfg;
+	copy = *args;
+	copy.cfg = &cfg;
+	struct kiwi_bind *binds = cfg.n_binds ? calloc(cfg.n_binds, sizeof(*binds)) : NULL;
+	for (size_t i = 0; binds && i < cfg.n_binds; i++) {
+		binds[i] = args->cfg->binds[i];
+		binds[i].source = strdup(binds[i].source);
+		binds[i].dest = strdup(binds[i].dest);
+		if (!binds[i].source || !binds[i].dest)
+			_exit(1);
+	}
+	if (cfg.n_binds && !binds)
+		_exit(1);
+	cfg.binds = binds;
+	size_t n_env = 0;
+	while (args->cfg->envp && args->cfg->envp[n_env])
+		n_env++;
+	char **envp = calloc(n_env + 1, sizeof(*envp));
+	for (size_t i = 0; envp && i < n_env; i++)
+		if (!(envp[i] = strdup(args->cfg->envp[i])))
+			_exit(1);
+	if (!envp)
+		_exit(1);
+	cfg.envp = envp;
+	cfg.cwd = strdup(cfg.cwd);
+	cfg.rootfs = cfg.hostname = NULL;
+	if (!cfg.cwd)
+		_exit(1);
+	return &copy;
+}
+
+_Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args_in, int layer)
+{
+	const struct kiwi_init_args *args = own_copy(args_in);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	struct keeper k = { .sock = args->sock, .layer = layer, .sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK) };
+	if (k.sfd < 0)
+		_exit(1);
+	struct pollfd pfd[2] = { { .fd = k.sock, .events = POLLIN }, { .fd = k.sfd, .events = POLLIN } };
+	for (;;) {
+		reap(&k);
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(k.sfd, &si, sizeof(si)) > 0)
+				;
+		}
+		if (!pfd[0].revents)
+			continue;
+		struct kiwi_sync_msg m;
+		int fd, r = kiwi_sync_recv_fd(k.sock, &m, MSG_DONTWAIT, &fd);
+		if (r == 0 || (r < 0 && errno != EAGAIN))
+			_exit(0);  /* the supervisor is gone: so is the session */
+		if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0)
+			new_exec(&k, TAKE_FD(fd), args);
+		else if (r > 0 && m.type == KIWI_SYNC_KILL && m.value == SIGKILL)
+			_exit(0);  /* the session's end: the namespace goes with pid 1 */
+		else if (r > 0 && m.type == KIWI_SYNC_KILL)
+			kill(-1, m.value);
+		if (fd >= 0)
+			close(fd);
+	}
+}

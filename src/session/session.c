@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Finding a session, reaching its supervisor, and the evidence of its end
+ * (kiwi/session.h). */
+#include "kiwi/session.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int kiwi_session_find(const char *id, struct kiwi_registry_entry *e, kiwi_err *err)
+{
+	_cleanup_close_ int fd = -1;
+	kiwi_err why = { 0 };
+	if (kiwi_registry_find(id, e, &fd, &why) < 0) {
+		/* A malformed id or an ambiguous prefix says so; anything else
+		 * is "no such session of yours", whoever else's it may be. */
+		if (why.errnum == EINVAL)
+			return kiwi_error(err, EINVAL, "session", "%s", why.msg);
+		return kiwi_error(err, ENOENT, "session",
+				  "no session `%s` of uid %u (see `kiwi-run session list`): it never was, "
+				  "it ended, or it is another user's", id, (unsigned)geteuid());
+	}
+	if (!e->session)
+		return kiwi_error(err, EINVAL, "session", "`%s` is a run, not a session (see `kiwi-run list`)", e->id);
+	return 0;
+}
+
+int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_dir, kiwi_err *err)
+{
+	char dir[4096];
+	if (kiwi_registry_dir(dir, sizeof(dir), create_dir, err) < 0)
+		return -1;
+	struct sockaddr_un sun;
+	if (snprintf(out, len, "%s/%s.sock", dir, id) >= (int)len || strlen(out) >= sizeof(sun.sun_path))
+		return kiwi_error(err, ENAMETOOLONG, "session", "the socket path `%s/%s.sock` is too long for a unix "
+				  "socket: set XDG_RUNTIME_DIR to a shorter directory", dir, id);
+	return 0;
+}
+
+int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (kiwi_session_socket_path(e->id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
+		return -1;
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return kiwi_error(err, errno, "session", "cannot create a socket");
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", e->id,
+				  errno == ENOENT || errno == ECONNREFUSED ? "it is ending" : "its socket");
+	if (send(fd, &op, 1, MSG_NOSIGNAL) != 1)
+		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", e->id);
+	return TAKE_FD(fd);
+}
+
+int kiwi_session_ns_users(const char *kind, uint64_t ino)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -1;
+	char want[64];
+	snprintf(want, sizeof(want), "%s:[%llu]", kind, (unsigned long long)ino);
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		char path[320], link[64];
+		snprintf(path, sizeof(path), "/proc/%.32s/ns/%.16s", de->d_name, kind);
+		ssize_t len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		if (!strcmp(link, want))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void write_tristate(kiwi_json_writer *w, const char *key, int v)
+{
+	kiwi_jw_key(w, key);
+	if (v < 0)
+		kiwi_jw_null(w);
+	else
+		kiwi_jw_bool(w, v);
+}
+
+char *kiwi_session_evidence_json(const char *id, const struct kiwi_session_evidence *ev)
+{
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return NULL;
+	bool clean = ev->processes_left == 0 && ev->mount_ns_users == 0 && ev->cgroup_removed != 0 &&
+		     ev->network_removed != 0 && ev->socket_removed && !ev->cleanup_error.errnum &&
+		     !ev->cleanup_error.step[0];
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "id");
+	kiwi_jw_string(w, id);
+	kiwi_jw_key(w, "ended_by");
+	kiwi_jw_string(w, ev->reason);
+	kiwi_jw_key(w, "clean");
+	kiwi_jw_bool(w, clean);
+	kiwi_jw_key(w, "processes_left");
+	kiwi_jw_int(w, ev->processes_left);
+	kiwi_jw_key(w, "mount_namespace_users");
+	kiwi_jw_int(w, ev->mount_ns_users);
+	write_tristate(w, "cgroup_removed", ev->cgroup_removed);
+	write_tristate(w, "network_removed", ev->network_removed);
+	kiwi_jw_key(w, "socket_removed");
+	kiwi_jw_bool(w, ev->socket_removed);
+	kiwi_jw_key(w, "cleanup_error");
+	if (ev->cleanup_error.step[0]) {
+		char text[1024];
+		kiwi_error_format(&ev->cleanup_error, text, sizeof(text));
+		kiwi_jw_string(w, text);
+	} else {
+		kiwi_jw_null(w);
+	}
+	kiwi_jw_close_object(w);
+	size_t len;
+	const char *text = kiwi_jw_text(w, &len);
+	char *out = text ? malloc(len + 2) : NULL;
+	if (out) {
+		memcpy(out, text, len);
+		memcpy(out + len, "\n", 2);
+	}
+	return out;
+}

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiwi-run session (kiwi-run-session(1)), root and rootless: one sandbox
+across many execs, each with a verdict of its own; what an exec starts ends
+with it; destroy proves a clean end; nobody else reaches a session."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import OTHER_USER, Session, explain
+
+RUN_KEYS = {"version", "exit_code", "signal", "started", "started_at", "wall_ms", "cpu_user_ms",
+            "cpu_sys_ms", "timed_out", "killed_by", "stdout_bytes", "stderr_bytes", "stdout_truncated",
+            "stderr_truncated", "output_limit_hit", "disk_full", "oom_killed", "peak_memory_kib",
+            "pids_limit_hit", "cgroup", "network", "error", "cleanup_error"}
+
+
+def one_error_line(r, *words):
+    assert r.returncode == 125, explain(r)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiwi-run: "), explain(r)
+    for w in words:
+        assert w in lines[0], explain(r)
+
+
+def test_state_persists_across_execs(session):
+    s = session()
+    assert s.sh("echo made-by-one > /tmp/state; mkdir -p /tmp/d && touch /tmp/d/f").returncode == 0
+    r = s.sh("cat /tmp/state; ls /tmp/d")
+    assert r.returncode == 0 and r.stdout == "made-by-one\nf\n", explain(r)
+    assert s.listed(), "the session is not in `session list`"
+
+
+def test_each_exec_has_its_own_verdict(session):
+    s = session()
+    p, v = s.exec_verdict("/bin/sh", "-c", "echo out; echo err >&2; exit 7")
+    assert p.returncode == 7 and p.stdout == "out\n" and p.stderr == "err\n", explain(p)
+    assert RUN_KEYS <= set(v), sorted(RUN_KEYS - set(v))
+    assert v["exit_code"] == 7 and v["started"] and v["stdout_bytes"] == 4 and v["stderr_bytes"] == 4
+    p, v = s.exec_verdict("/bin/sh", "-c", "kill -TERM $$")
+    assert p.returncode == 128 + signal.SIGTERM and v["signal"] == signal.SIGTERM, explain(p)
+    r = s.exec("/nonexistent/program")
+    assert r.returncode == 127, explain(r)
+
+
+def test_timeout_kills_the_exec_tree_not_the_session(session):
+    s = session()
+    t = time.monotonic()
+    p, v = s.exec_verdict("/bin/sh", "-c", "sleep 300 & sleep 200 & sleep 100", opts=["--timeout", "1s"])
+    assert time.monotonic() - t < 60, "the timeout did not end the exec"
+    assert p.returncode == 137 and v["timed_out"] and v["killed_by"] == "timeout", explain(p)
+    r = s.exec("ps", "-o", "pid,comm")
+    assert r.returncode == 0 and "sleep" not in r.stdout, f"the timed-out exec left: {r.stdout}"
+    assert s.exec("true").returncode == 0, "the session did not survive its exec's timeout"
+
+
+def test_background_processes_end_with_their_exec_unless_kept(session):
+    s = session()
+    r = s.sh("nohup sleep 301 >/dev/null 2>&1 & setsid sleep 302 >/dev/null 2>&1 & echo started")
+    assert r.returncode == 0 and r.stdout == "started\n", explain(r)
+    r = s.exec("ps", "-o", "comm,args")
+    assert "sleep 301" not in r.stdout and "sleep 302" not in r.stdout, r.stdout
+    r = s.sh("sleep 303 >/dev/null 2>&1 &", opts=["--keep-background"])
+    assert r.returncode == 0, explain(r)
+    r = s.exec("ps", "-o", "comm,args")
+    assert "sleep 303" in r.stdout, f"--keep-background did not keep it: {r.stdout}"
+
+
+def test_env_per_exec_and_credentials(session, kiwi):
+    s = session("--env", "BASE=from-create")
+    r = s.sh('echo "$BASE $EXTRA ${KIWI_CANARY-unset}"', opts=["--env", "EXTRA=from-exec"])
+    assert r.returncode == 0 and r.stdout == "from-create from-exec unset\n", explain(r)
+    one_error_line(s.exec("true", opts=["--env", "OPENAI_API_KEY=sk-test"]), "OPENAI_API_KEY", "model-provider")
+    env = kiwi.env({"ANTHROPIC_API_KEY": "sk-ant-test", "SAFE_VAR": "passed"})
+    one_error_line(s.exec("true", opts=["--pass-env", "ANTHROPIC_API_KEY"], env=env), "ANTHROPIC_API_KEY")
+    r = s.sh('echo "$SAFE_VAR"', opts=["--pass-env", "SAFE_VAR"], env=env)
+    assert r.returncode == 0 and r.stdout == "passed\n", explain(r)
+    r = subprocess.run(kiwi.raw_argv(["session", "create", "--rootfs", kiwi.rootfs, "--env", "OPENAI_API_KEY=x"]),
+                       capture_output=True, text=True, env=kiwi.env(), timeout=30)
+    one_error_line(r, "OPENAI_API_KEY")
+
+
+def test_destroy_prints_a_clean_end(session, kiwi):
+    s = session()
+    assert s.sh("sleep 304 >/dev/null 2>&1 &", opts=["--keep-background"]).returncode == 0
+    r = s.destroy()
+    assert r.returncode == 0, explain(r)
+    ev = json.loads(r.stdout)
+    assert ev["id"] == s.id and ev["clean"] and ev["ended_by"] == "destroy", ev
+    assert ev["processes_left"] == 0 and ev["mount_namespace_users"] == 0 and ev["socket_removed"], ev
+    assert ev["cgroup_removed"] in (True, None), ev
+    assert not s.listed()
+    one_error_line(s.exec("true"), s.id)
+    one_error_line(s.raw("session", "destroy", s.id), s.id)
+
+
+def test_bad_input_one_line(session, kiwi):
+    s = session()
+    one_error_line(s.raw("session", "exec", "0123456789ab", "--", "true"), "0123456789ab")
+    one_error_line(s.raw("session", "exec", "not-hex", "--", "true"))
+    one_error_line(s.exec("true", opts=["--memory", "1G"]), "--memory")
+    one_error_line(s.raw("session", "exec", s.id, "--rootfs", kiwi.rootfs, "--", "true"))
+    one_error_line(s.raw("session", "create", "--rootfs", kiwi.rootfs, "--", "true"), "session exec")
+    one_error_line(s.raw("session", "create", "--rootfs", "/nonexistent"), "/nonexistent")
+    one_error_line(s.raw("session", "frobnicate"), "frobnicate")
+    assert s.exec("true").returncode == 0
+
+
+def test_another_user_cannot_reach_the_session(session, kiwi):
+    s = session()
+    base = [kiwi.binary]
+    for args in (["session", "exec", s.id, "--", "true"], ["session", "destroy", s.id]):
+        r = subprocess.run([*OTHER_USER, *base, *args], capture_output=True, text=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin"})
+        one_error_line(r, s.id)
+    r = subprocess.run([*OTHER_USER, *base, "session", "list", "--json"], capture_output=True, text=True,
+                       timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and s.id not in r.stdout, explain(r)
+    assert s.exec("true").returncode == 0
+
+
+def test_idle_timeout_ends_the_session(session):
+    s = session("--idle-timeout", "1s")
+    assert s.exec("true").returncode == 0
+    deadline = time.monotonic() + 30
+    while s.listed() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not s.listed(), "the idle session is still there"
+    s.destroyed = True
+
+
+def test_busy_session_outlives_its_idle_timeout(session):
+    s = session("--idle-timeout", "1s")
+    r = s.exec("sleep", "3")
+    assert r.returncode == 0, explain(r)
+    assert s.exec("true").returncode == 0
+
+
+def test_killed_supervisor_then_gc_leaves_nothing(session, kiwi):
+    s = session()
+    assert s.sh("sleep 305 >/dev/null 2>&1 &", opts=["--keep-background"]).returncode == 0
+    entry = s.listed()[0]
+    os.kill(entry["supervisor_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while s.listed() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not s.listed()
+    r = s.raw("gc")
+    assert r.returncode == 0, explain(r)
+    r = s.raw("session", "exec", s.id, "--", "true")
+    assert r.returncode == 125
+    assert not any(p.name.startswith(s.id) for p in registry_dirs(kiwi)), "gc left the session's files"
+    if entry["cgroup"]:
+        assert not os.path.exists("/sys/fs/cgroup/unified" + entry["cgroup"]) and \
+            not os.path.exists("/sys/fs/cgroup" + entry["cgroup"]), "gc left the session's cgroup"
+    s.destroyed = True
+
+
+def registry_dirs(kiwi):
+    """The entries of the mode's registry directories that exist."""
+    out = []
+    for d in ("/run/kiwi/sandboxes", f"/tmp/kiwi-run-{kiwi.uid}"):
+        if os.path.isdir(d):
+            out.extend(p for p in __import__("pathlib").Path(d).iterdir())
+    return out
+
+
+def test_many_cycles_leave_nothing(kiwi):
+    if kiwi.mode != "root":
+        pytest.skip("one mode is enough for the count; rootless runs the same code")
+    ids = set()
+    for i in range(200):
+        s = Session(kiwi)
+        ids.add(s.id)
+        r = s.exec("true")
+        assert r.returncode == 0, explain(r)
+        r = s.destroy()
+        assert r.returncode == 0 and json.loads(r.stdout)["clean"], explain(r)
+    # Others may run sandboxes meanwhile: only our ids count.
+    left = {p.name for p in registry_dirs(kiwi) if p.name[:12] in ids}
+    assert not left, left
