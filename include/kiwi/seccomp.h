@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include <stdbool.h>
+
 #include "kiwi/err.h"
 
 /* A compiled classic-BPF program and the seccomp(2) flags to load it with. */
@@ -23,6 +25,10 @@ struct kiwi_seccomp;
  * moves or disables it). On failure *out is NULL and err names the profile,
  * the member at fault and why. */
 int kiwi_seccomp_compile_file(const char *path, struct kiwi_seccomp **out, kiwi_err *err);
+/* Turns the cache off for this process when path (a bind source, a
+ * writable rootfs) is the cache directory, holds it, or lies in it: a
+ * sandbox that reaches the cache does not share it. Returns true then. */
+bool kiwi_seccomp_cache_skip_if_reached(const char *path);
 /* origin names the profile in error messages ("default", a path...). */
 int kiwi_seccomp_compile_json(const char *text, size_t len, const char *origin,
 			      struct kiwi_seccomp **out, kiwi_err *err);

@@ -103,6 +103,17 @@ static int prepare_seccomp(const char *choice, struct kiwi_seccomp **out, kiwi_e
 	return choice ? kiwi_seccomp_compile_file(choice, out, err) : kiwi_seccomp_compile_default(out, err);
 }
 
+/* A sandbox that can reach the filter cache does not use it (its entries
+ * are MACed, kiwi-run-seccomp(5), so it cannot change another run's). */
+static void skip_reached_cache(const struct kiwi_sandbox_config *cfg)
+{
+	bool skip = cfg->rw_root && kiwi_seccomp_cache_skip_if_reached(cfg->rootfs);
+	for (size_t i = 0; !skip && i < cfg->n_binds; i++)
+		skip = kiwi_seccomp_cache_skip_if_reached(cfg->binds[i].source);
+	if (skip)
+		KIWI_DEBUG(cfg->debug, "run", 0, "seccomp", "the filter cache is within the sandbox's reach: not used");
+}
+
 static int open_output_file(const char *path, const char *what, int *fd, kiwi_err *err)
 {
 	if (!path)
@@ -157,6 +168,7 @@ int run_session_prepare(struct run_session *s)
 	if (run_session_prepare_output(s) < 0)
 		return -1;
 	t = KIWI_DEBUG_NOW(a->cfg.debug);
+	skip_reached_cache(&a->cfg);
 	if (prepare_seccomp(a->seccomp, &s->filter, err) < 0)
 		return -1;
 	KIWI_DEBUG(a->cfg.debug, "run", t, "seccomp", "%s", s->filter ? (a->seccomp ? a->seccomp : "default profile")

@@ -18,6 +18,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
 #include "kiwi/json.h"
+#include "kiwi/siphash.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -26,6 +27,7 @@
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/keyctl.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <stdarg.h>
@@ -36,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -719,14 +722,44 @@ static int compile_tree(const kiwi_json *j, const char *origin, struct kiwi_secc
  * only when both match byte for byte: the file name's hash just finds it,
  * so a collision costs a recompile, never a wrong filter. Entries are
  * trusted only in a directory and file owned by us and writable by no one
- * else. Any failure here falls back to compiling. */
+ * else, and only with a MAC under a key no sandbox can read (below): a
+ * sandbox of the same user given the directory (--workspace ~) could
+ * otherwise rewrite an entry to RET ALLOW for every later run. Any
+ * failure here falls back to compiling. */
 
-#define CACHE_MAGIC "kiwi-seccomp-v1\n"
+#define CACHE_MAGIC "kiwi-seccomp-v2\n"
 
 struct cache_header {
 	char magic[16];
 	uint32_t env_len, text_len, flags, n_insns;
 };
+
+/* The MAC's key lives in the kernel: the caller's user keyring, readable
+ * only by a possessor. Files are not enough: whatever directory held the
+ * key, a bind could hand it to a sandbox. A sandbox never reaches this
+ * key: its user namespace has a user keyring of its own, a key of the
+ * caller's is read by serial only with a permission this one lacks, and
+ * the filter refuses keyctl in any case. A key lost (logout, reboot) only
+ * makes every entry compile again. */
+#define CACHE_KEY_DESC "kiwi-run:seccomp-cache"
+#define KEY_POS_ALL 0x3f000000
+#define KEY_USR_VIEW 0x00010000
+
+static bool cache_key(uint8_t key[16])
+{
+	long id = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, "user", CACHE_KEY_DESC, 0);
+	if (id >= 0)
+		return syscall(SYS_keyctl, KEYCTL_READ, id, key, 16) == 16;
+	if (getrandom(key, 16, 0) != 16)
+		return false;
+	id = syscall(SYS_add_key, "user", CACHE_KEY_DESC, key, 16, KEY_SPEC_USER_KEYRING);
+	/* Two first runs at once: the later key wins, the earlier one's
+	 * entries fail their MAC and are compiled again. */
+	return id >= 0 && syscall(SYS_keyctl, KEYCTL_SETPERM, id, KEY_POS_ALL | KEY_USR_VIEW) == 0;
+}
+
+/* Off for this process: set when the run's binds reach the directory. */
+static bool cache_off;
 
 /* What, besides the text, decides the program: this build of the compiler,
  * the libseccomp it uses, the architecture, and the kernel (minKernel). */
@@ -796,15 +829,47 @@ static int cache_open_dir(bool create)
 	return fd;
 }
 
+/* path, resolved where it exists, else as given. */
+static void resolved(const char *path, char *out, size_t len)
+{
+	char *r = realpath(path, NULL);
+	snprintf(out, len, "%s", r ? r : path);
+	free(r);
+}
+
+bool kiwi_seccomp_cache_skip_if_reached(const char *path)
+{
+	char dir[PATH_MAX], cd[PATH_MAX], p[PATH_MAX];
+	if (cache_off || !cache_dir(dir, sizeof(dir)))
+		return cache_off;
+	resolved(dir, cd, sizeof(cd));
+	resolved(path, p, sizeof(p));
+	size_t cl = strlen(cd), pl = strlen(p);
+	bool above = !strcmp(p, "/") || (pl <= cl && !strncmp(cd, p, pl) && (cd[pl] == '/' || cd[pl] == '\0'));
+	bool below = pl > cl && !strncmp(p, cd, cl) && p[cl] == '/';
+	cache_off = above || below;
+	return cache_off;
+}
+
 static void cache_name(const char *env, const char *text, size_t len, char *name, size_t n)
 {
 	uint64_t h = fnv1a(0xcbf29ce484222325ull, env, strlen(env));
 	path(name, n, "%016llx.bpf", (unsigned long long)fnv1a(h, text, len));
 }
 
+/* An entry is its header, the environment, the profile text, the
+ * program, then the MAC of all that. */
+static size_t entry_len(const struct cache_header *h)
+{
+	return sizeof(*h) + h->env_len + h->text_len + h->n_insns * sizeof(struct sock_filter) + sizeof(uint64_t);
+}
+
 static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
 {
 	char env[512], name[32];
+	uint8_t key[16];
+	if (cache_off || !cache_key(key))
+		return NULL;
 	cache_env(env, sizeof(env));
 	cache_name(env, text, len, name, sizeof(name));
 	_cleanup_close_ int dir = cache_open_dir(false);
@@ -815,12 +880,20 @@ static struct kiwi_seccomp *cache_lookup(const char *text, size_t len)
 	if (fd < 0 || !ours(fd) || !read_all(fd, &h, sizeof(h)) || memcmp(h.magic, CACHE_MAGIC, 16) ||
 	    h.env_len != strlen(env) || h.text_len != len || !h.n_insns || h.n_insns > BPF_MAXINSNS)
 		return NULL;
-	_cleanup_free_ char *stored = malloc(h.env_len + h.text_len);
+	size_t total = entry_len(&h), body = total - sizeof(uint64_t);
+	_cleanup_free_ char *entry = malloc(total);
 	_cleanup_free_ struct kiwi_seccomp *f = kiwi_seccomp_alloc(h.n_insns, h.flags);
-	if (!stored || !f || !read_all(fd, stored, h.env_len + h.text_len) ||
-	    memcmp(stored, env, h.env_len) || memcmp(stored + h.env_len, text, len) ||
-	    !read_all(fd, f->insns, h.n_insns * sizeof(struct sock_filter)) ||
-	    BPF_CLASS(f->insns[h.n_insns - 1].code) != BPF_RET)
+	uint64_t tag;
+	if (!entry || !f || !read_all(fd, entry + sizeof(h), total - sizeof(h)))
+		return NULL;
+	memcpy(entry, &h, sizeof(h));
+	memcpy(&tag, entry + body, sizeof(tag));
+	const char *stored = entry + sizeof(h);
+	if (tag != kiwi_siphash24(key, entry, body) || memcmp(stored, env, h.env_len) ||
+	    memcmp(stored + h.env_len, text, len))
+		return NULL;
+	memcpy(f->insns, stored + h.env_len + len, h.n_insns * sizeof(struct sock_filter));
+	if (BPF_CLASS(f->insns[h.n_insns - 1].code) != BPF_RET)
 		return NULL;
 	return TAKE_PTR(f);
 }
@@ -863,6 +936,9 @@ static void cache_prune(int dir)
 static void cache_store(const char *text, size_t len, const struct kiwi_seccomp *f)
 {
 	char env[512], name[32], tmp[48];
+	uint8_t key[16];
+	if (cache_off || !cache_key(key))
+		return;
 	cache_env(env, sizeof(env));
 	cache_name(env, text, len, name, sizeof(name));
 	_cleanup_close_ int dir = cache_open_dir(true);
@@ -880,14 +956,20 @@ static void cache_store(const char *text, size_t len, const struct kiwi_seccomp 
 	struct cache_header h = { .env_len = (uint32_t)strlen(env), .text_len = (uint32_t)len,
 				  .flags = f->flags, .n_insns = f->prog.len };
 	memcpy(h.magic, CACHE_MAGIC, 16);
-	struct iovec iov[] = {
-		{ &h, sizeof(h) }, { env, h.env_len }, { (void *)text, len },
-		{ (void *)f->insns, f->prog.len * sizeof(struct sock_filter) },
-	};
-	size_t total = 0;
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(iov); i++)
-		total += iov[i].iov_len;
-	if (writev(fd, iov, KIWI_ARRAY_SIZE(iov)) != (ssize_t)total || renameat(dir, tmp, dir, name) < 0)
+	size_t total = entry_len(&h), body = total - sizeof(uint64_t);
+	_cleanup_free_ char *entry = malloc(total);
+	if (!entry) {
+		(void)unlinkat(dir, tmp, 0);
+		return;
+	}
+	char *at = entry;
+	at = mempcpy(at, &h, sizeof(h));
+	at = mempcpy(at, env, h.env_len);
+	at = mempcpy(at, text, len);
+	at = mempcpy(at, f->insns, f->prog.len * sizeof(struct sock_filter));
+	uint64_t tag = kiwi_siphash24(key, entry, body);
+	memcpy(at, &tag, sizeof(tag));
+	if (write(fd, entry, total) != (ssize_t)total || renameat(dir, tmp, dir, name) < 0)
 		(void)unlinkat(dir, tmp, 0);
 }
 

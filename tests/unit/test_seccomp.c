@@ -379,8 +379,8 @@ static void entry_path(char *buf, size_t len)
 	pclose(p);
 }
 
-/* Turns every EPERM return in the entry's program (its last n_insns
- * instructions) into ALLOW, and with flip_text also changes a byte of the
+/* Turns every EPERM return in the entry's program (the n_insns
+ * instructions before the 8-byte MAC) into ALLOW, and with flip_text also changes a byte of the
  * stored profile text. */
 static void tamper(bool flip_text)
 {
@@ -396,7 +396,7 @@ static void tamper(bool flip_text)
 	cr_assert_not_null(fp);
 	for (long i = 0; i < n; i++) {
 		struct sock_filter ins;
-		long at = -(n - i) * (long)sizeof(ins);
+		long at = -(n - i) * (long)sizeof(ins) - 8;
 		cr_assert_eq(fseek(fp, at, SEEK_END), 0);
 		cr_assert_eq(fread(&ins, sizeof(ins), 1, fp), 1u);
 		if (ins.code != (BPF_RET | BPF_K) || ins.k != RET_ERRNO(EPERM))
@@ -441,13 +441,35 @@ Test(seccomp_cache, hit_gives_the_same_program, .init = use_temp_cache, .fini = 
 	cr_expect(same_program(fresh, hit));
 }
 
-/* Proves the cache is really read, so the refusals below mean something. */
+/* Proves the cache is really read, so the refusals below mean something:
+ * a hit leaves the entry alone, a miss writes a new one (a new inode). */
+static ino_t entry_inode(void)
+{
+	char file[256];
+	struct stat st;
+	entry_path(file, sizeof(file));
+	cr_assert_eq(stat(file, &st), 0);
+	return st.st_ino;
+}
+
 Test(seccomp_cache, trusted_entry_is_used, .init = use_temp_cache, .fini = drop_temp_cache)
 {
 	kiwi_seccomp_free(compile_default_text());
+	ino_t stored = entry_inode();
+	kiwi_seccomp_free(compile_default_text());
+	cr_expect_eq(entry_inode(), stored, "the entry was compiled again, not read");
+}
+
+/* The entry's MAC: a program rewritten by someone without the key (a
+ * sandbox given the directory) is compiled again, and replaced. */
+Test(seccomp_cache, rewritten_program_is_refused, .init = use_temp_cache, .fini = drop_temp_cache)
+{
+	kiwi_seccomp_free(compile_default_text());
+	ino_t stored = entry_inode();
 	tamper(false);
 	_cleanup_seccomp_ struct kiwi_seccomp *f = compile_default_text();
-	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), SECCOMP_RET_ALLOW);
+	cr_expect_eq(decide(f, AUDIT_ARCH_X86_64, SYS_tuxcall, 0, 0), RET_ERRNO(EPERM));
+	cr_expect_neq(entry_inode(), stored);
 }
 
 Test(seccomp_cache, entry_for_other_text_is_ignored, .init = use_temp_cache, .fini = drop_temp_cache)
