@@ -146,30 +146,72 @@ static bool is_opaque(int dirfd)
 	return n == 1 && v[0] == 'y';
 }
 
-static void fix_attrs(struct land *l, int fd, const struct stat *st)
+/* Never a set-id bit: a root caller's host would run it as root. Files
+ * are created with their mode already (the umask is 0 while landing). */
+static void fix_attrs(struct land *l, int fd, const struct stat *st, bool set_mode)
 {
-	/* Never a set-id bit: a root caller's host would run it as root. */
-	fchmod(fd, st->st_mode & 0777);
+	if (set_mode)
+		fchmod(fd, st->st_mode & 0777);
 	if (l->chown)
 		(void)!fchown(fd, l->uid, l->gid);
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 	futimens(fd, ts);
 }
 
-static int copy_data(int in, int out)
+static int copy_data(int in, int out, off_t size)
 {
-	for (;;) {
-		ssize_t n = sendfile(out, in, NULL, 1 << 20);
+	for (off_t done = 0; done < size;) {
+		ssize_t n = sendfile(out, in, NULL, (size_t)(size - done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return (int)n;
+			return n < 0 ? -1 : 0;  /* shorter than it was: it is what it is */
+		done += n;
 	}
+	return 0;
 }
 
-/* A new file, symlink or fifo at a temporary name beside name, renamed
- * over it: the host never sees a half-written file at its final name. */
-static int land_leaf(struct land *l, int up, const char *name, const struct stat *st, int dst)
+/* tmp (beside name) renamed over name, a directory there removed first. */
+static int replace(int dst, const char *tmp, const char *name)
+{
+	struct stat old;
+	if ((fstatat(dst, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(old.st_mode) && remove_tree(dst, name) < 0) ||
+	    renameat(dst, tmp, dst, name) < 0) {
+		unlinkat(dst, tmp, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/* A regular file. A name new to the host is written in place: there was
+ * nothing to keep whole. One that replaces something is written beside it
+ * and renamed over it, so the host never sees it half-written. */
+static int land_file(struct land *l, int up, const char *name, const struct stat *st, int dst)
+{
+	_cleanup_close_ int in = openat(up, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	char tmp[64];
+	const char *at = name;
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	_cleanup_close_ int out = openat(dst, name, flags, st->st_mode & 0777);
+	if (out < 0 && errno == EEXIST) {
+		snprintf(tmp, sizeof(tmp), ".kiwi-land.%d.%u", (int)getpid(), l->n++);
+		at = tmp;
+		out = openat(dst, tmp, flags, st->st_mode & 0777);
+	}
+	if (out < 0)
+		return -1;
+	if (copy_data(in, out, st->st_size) < 0) {
+		unlinkat(dst, at, 0);
+		return -1;
+	}
+	fix_attrs(l, out, st, false);
+	return at == name ? 0 : replace(dst, tmp, name);
+}
+
+/* A symlink or a fifo, made beside name and renamed over it. */
+static int land_special(struct land *l, int up, const char *name, const struct stat *st, int dst)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".kiwi-land.%d.%u", (int)getpid(), l->n++);
@@ -183,31 +225,10 @@ static int land_leaf(struct land *l, int up, const char *name, const struct stat
 			return -1;
 		if (l->chown)
 			(void)!fchownat(dst, tmp, l->uid, l->gid, AT_SYMLINK_NOFOLLOW);
-	} else if (S_ISFIFO(st->st_mode)) {
-		if (mkfifoat(dst, tmp, st->st_mode & 0777) < 0)
-			return -1;
-	} else {
-		_cleanup_close_ int in = openat(up, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		_cleanup_close_ int out = in < 0 ? -1 : openat(dst, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-							       O_CLOEXEC, 0600);
-		if (out < 0)
-			return -1;
-		if (copy_data(in, out) < 0) {
-			unlinkat(dst, tmp, 0);
-			return -1;
-		}
-		fix_attrs(l, out, st);
-	}
-	struct stat old;
-	if (fstatat(dst, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(old.st_mode) && remove_tree(dst, name) < 0) {
-		unlinkat(dst, tmp, 0);
+	} else if (mkfifoat(dst, tmp, st->st_mode & 0777) < 0) {
 		return -1;
 	}
-	if (renameat(dst, tmp, dst, name) < 0) {
-		unlinkat(dst, tmp, 0);
-		return -1;
-	}
-	return 0;
+	return replace(dst, tmp, name);
 }
 
 static int land_dir(struct land *l, int up, int dst, unsigned depth);
@@ -227,12 +248,14 @@ static int land_subdir(struct land *l, int up, const char *name, const struct st
 			return -1;
 		have = false;
 	}
+	/* Its own mode once its entries are in: one without write
+	 * permission would refuse them. */
 	if (!have && mkdirat(dst, name, 0700) < 0)
 		return -1;
 	_cleanup_close_ int out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (out < 0 || land_dir(l, sub, out, depth + 1) < 0)
 		return -1;
-	fix_attrs(l, out, st);
+	fix_attrs(l, out, st, true);
 	return 0;
 }
 
@@ -254,8 +277,10 @@ static int land_dir(struct land *l, int up, int dst, unsigned depth)
 			r = remove_tree(dst, e->d_name);
 		else if (S_ISDIR(st.st_mode))
 			r = land_subdir(l, up, e->d_name, &st, dst, depth);
-		else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
-			r = land_leaf(l, up, e->d_name, &st, dst);
+		else if (S_ISREG(st.st_mode))
+			r = land_file(l, up, e->d_name, &st, dst);
+		else if (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
+			r = land_special(l, up, e->d_name, &st, dst);
 		/* Sockets and device nodes do not cross to the host. */
 		if (r < 0 && !l->err->step[0])
 			kiwi_error(l->err, errno, "workspace", "cannot land `%s` on the host", e->d_name);
@@ -282,8 +307,14 @@ int kiwi_fslayer_land(int layer, const char *name, int destfd, kiwi_err *err)
 	struct stat st;
 	if (fstat(destfd, &st) < 0)
 		return kiwi_error(err, errno, "workspace", "cannot stat the workspace");
-	struct land l = { .err = err, .chown = geteuid() == 0, .uid = st.st_uid, .gid = st.st_gid };
-	if (land_dir(&l, up, destfd, 0) < 0)
+	struct land l = {
+		.err = err, .uid = st.st_uid, .gid = st.st_gid,
+		.chown = geteuid() == 0 && (st.st_uid != geteuid() || st.st_gid != getegid()),
+	};
+	mode_t mask = umask(0);
+	int r = land_dir(&l, up, destfd, 0);
+	umask(mask);
+	if (r < 0)
 		return err->step[0] ? -1 : kiwi_error(err, errno, "workspace", "cannot land the changes on the host");
 	return 0;
 }

@@ -89,7 +89,8 @@ def test_changes_land(kiwi):
     ws = workspace(kiwi)
     (ws / "link").symlink_to("/etc/passwd")
     r = kiwi.sh("cd /ws && echo new > old && echo made > made && mkdir -p d/e && echo deep > d/e/f && "
-                "rm -rf keep && mkdir keep && echo b > keep/b && rm link && ln -s made link2",
+                "rm -rf keep && mkdir keep && echo b > keep/b && rm link && ln -s made link2 && "
+                "mkdir ro && echo r > ro/f && chmod 555 ro && chmod 640 made && touch -d @1000000000 made",
                 opts=["--bind", f"{ws}:/ws:layer"])
     assert r.returncode == 0, explain(r)
     assert (ws / "old").read_text() == "new\n"
@@ -101,6 +102,9 @@ def test_changes_land(kiwi):
         st = p.lstat()
         assert (st.st_uid, st.st_gid) == (kiwi.uid, kiwi.gid), p
     assert not [n for n in os.listdir(ws) if n.startswith(".kiwi-land")]
+    # modes and times come along, a read-only directory with its entries
+    assert (ws / "made").stat().st_mode & 0o7777 == 0o640 and (ws / "made").stat().st_mtime == 1000000000
+    assert (ws / "ro").stat().st_mode & 0o7777 == 0o555 and (ws / "ro/f").read_text() == "r\n"
 
 
 def test_discard(kiwi):
