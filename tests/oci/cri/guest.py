@@ -45,11 +45,14 @@ WORK = Path(os.environ.get("KIWI_CRI_WORK", "."))
 os.environ.setdefault("KIWI_CRI_STUBS", str(WORK / "stubs"))
 import cri  # noqa: E402
 from cri import pb  # noqa: E402
+from oci import probe_lines  # noqa: E402  (tests/oci/oci.py, on the path through cri)
 
 CGROOT = Path("/sys/fs/cgroup")
 TAG = uuid.uuid4().hex[:8]
-# The kubelet makes each pod's cgroup (cgroupfs driver) with the
-# controllers enabled below it, and passes it as cgroup_parent.
+# The kubelet (cgroupfs driver) makes each pod's cgroup below one whose
+# children have the controllers (kubepods/burstable...) and passes it as
+# cgroup_parent; as runc's cgroup manager does, it enables them on the way
+# down but not in the pod's own cgroup: the runtime enables them there.
 PODS_CG = f"/kiwi-cri-{TAG}"
 VETH = f"kcri{TAG[:6]}"
 LIMITS = dict(memory_limit_in_bytes=64 << 20, cpu_period=100000, cpu_quota=50000,
@@ -78,16 +81,6 @@ def runtime_state(cid):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
-def probe_lines(text):
-    out = []
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
-
 def ns_of(pid, kind):
     return os.readlink(f"/proc/{pid}/ns/{kind}")
 
@@ -95,7 +88,6 @@ def ns_of(pid, kind):
 def pod_cgroup(name):
     path = f"{PODS_CG}/{name}"
     (CGROOT / path.lstrip("/")).mkdir()
-    (CGROOT / path.lstrip("/") / "cgroup.subtree_control").write_text("+memory +pids +cpu")
     return path
 
 

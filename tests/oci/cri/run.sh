@@ -7,7 +7,7 @@
 # usage: run.sh BUILD_ROOT [ARGS...]
 # kiwi-run, oci-probe and kiwi-pause come from BUILD_ROOT (or KIWI_RUN,
 # KIWI_OCI_PROBE, KIWI_PAUSE). Exit: the guest script's status; 77 when
-# qemu or containerd is missing.
+# qemu, containerd or Python's grpc is missing.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +21,8 @@ export PYTHONDONTWRITEBYTECODE=1
 
 command -v qemu-system-x86_64 > /dev/null || { echo "SKIP: qemu-system-x86_64 missing" >&2; exit 77; }
 command -v containerd > /dev/null || { echo "SKIP: containerd missing (.ci/deps.sh)" >&2; exit 77; }
+/usr/bin/python3 -c 'import grpc, grpc_tools' 2> /dev/null ||
+  { echo "SKIP: python3-grpcio or python3-grpc-tools missing (.ci/deps.sh)" >&2; exit 77; }
 for bin in "$KIWI_RUN" "$probe" "$pause"; do
   [ -x "$bin" ] || { echo "run.sh: $bin missing: build it (ninja -C $build)" >&2; exit 1; }
 done
