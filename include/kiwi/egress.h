@@ -44,6 +44,11 @@ struct kiwi_cidr4 {
 	uint8_t prefix;
 };
 
+struct kiwi_cidr6 {
+	uint8_t addr[16];              /* network order */
+	uint8_t prefix;
+};
+
 struct kiwi_egress_host {
 	char name[KIWI_EGRESS_NAME_MAX + 1];
 	uint16_t port;                 /* 0: each allowed port */
@@ -60,6 +65,8 @@ struct kiwi_egress_config {
 	enum kiwi_egress_kind kind;
 	struct kiwi_cidr4 allow_cidrs[KIWI_EGRESS_MAX_CIDRS];
 	size_t n_allow_cidrs;
+	struct kiwi_cidr6 allow_cidrs6[KIWI_EGRESS_MAX_CIDRS];
+	size_t n_allow_cidrs6;
 	struct kiwi_egress_host allow_hosts[KIWI_EGRESS_MAX_HOSTS];
 	size_t n_allow_hosts;
 	uint16_t allow_ports[KIWI_EGRESS_MAX_PORTS];  /* none given: the kind's default */
@@ -88,6 +95,10 @@ enum kiwi_addr_class {
 	KIWI_ADDR_NEVER,     /* this host, link-local, multicast, reserved...: never */
 };
 enum kiwi_addr_class kiwi_egress_addr_class(uint32_t addr);
+/* The same for IPv4 (family 4, 4 bytes) or IPv6 (family 6, 16 bytes) in
+ * network order; *range names the range ("metadata", "documentation",
+ * "ipv4_mapped"...), NULL for a public address. */
+enum kiwi_addr_class kiwi_egress_classify(uint8_t family, const uint8_t *addr, const char **range);
 
 /* What the sandbox gets. Fixed size, no pointers: it may cross the sync
  * socket. */
@@ -96,6 +107,8 @@ struct kiwi_egress_child {
 	uint32_t addr;       /* host byte order */
 	uint32_t gateway;
 	uint8_t prefix;
+	uint8_t addr6[16], gateway6[16];   /* network order */
+	uint8_t prefix6;     /* 0: no IPv6 (the host has none to give) */
 	char hosts_path[64];   /* bind read-only on /etc/hosts */
 	char resolv_path[64];  /* bind read-only on /etc/resolv.conf */
 };
@@ -130,9 +143,37 @@ int kiwi_egress_wait_host(int host_ifindex, kiwi_err *err);
 /* The audit: a non-blocking fd to poll; read drains it (never blocks). */
 int kiwi_egress_audit_fd(const struct kiwi_egress *e);
 int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err);
-/* "egress_blocked": [{proto, dst, port, count}] (at most 64 entries) and
- * "egress_blocked_other": packets that did not fit plus the times the
- * kernel dropped log messages, into an open object. NULL e: none. */
+
+/* ---- the audit: one event per connection attempt ----
+ * Every attempt, allowed or denied, becomes one JSON line of
+ * --egress-audit and one count in the verdict's summary:
+ *   {"time":"2026-...Z","verdict":"allow"|"deny","rule":RULE,
+ *    "proto":"tcp","src":"10.200.0.2","dst":"203.0.113.10","port":443,
+ *    "name":"pkgs.example.org"|null}
+ * RULE is the class that decided: "allowed:public", "allowed:cidr",
+ * "allowed:name", "allowed:dns", "not_allowed", "not_allowed:RANGE" (a
+ * range opened only by allow_cidr: private, documentation...),
+ * "always_deny:RANGE" (metadata, loopback, host, sandbox_pool...),
+ * "always_deny:spoofed_source"; name-related classes ("not_allowed:name",
+ * "dns:nxdomain", ...) come from the name checks. Lines stop after 10000
+ * (one last {"truncated":true}); the counts go on. */
+struct kiwi_egress_event {
+	uint8_t family;          /* 4 or 6 */
+	uint8_t proto;           /* IPPROTO_* */
+	uint16_t port;           /* destination port, 0: none */
+	uint8_t src[16], dst[16];  /* 4 or 16 bytes used, network order */
+	bool allowed;
+	const char *rule;        /* the class, as above */
+	const char *name;        /* the host name when known, else NULL */
+};
+void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_event *ev);
+
+/* Into an open object: "egress_blocked": [{proto, dst, port, rule,
+ * count}] and "egress_allowed": [{proto, dst, port, rule, name?, count}]
+ * (at most 64 entries each, in the order first seen; a connection counts
+ * once, a denied attempt each time it is retried), then
+ * "egress_blocked_other" and "egress_allowed_other": what did not fit,
+ * plus the times the kernel dropped log messages. NULL e: empty. */
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
 
 /* host_allowlist by name: the name gate (kiwi/proxy.h), a thread of the
@@ -140,7 +181,8 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
  * name. Attached after prepare (it binds on the gateway address, and the
  * table redirects to its ports), started by setup once the sandbox is
  * cloned, stopped by teardown. A no-op for other kinds and for an
- * allowlist of addresses only. The gate's decisions go to e's audit. */
+ * allowlist of addresses only. The gate's decisions go to e's audit
+ * (kiwi_egress_audit_event). */
 int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err);
 /* The gate's two ports on the gateway (both 0: no gate). */
 void kiwi_egress_gate_ports(const struct kiwi_egress *e, uint16_t *dns, uint16_t *tcp);
@@ -156,8 +198,6 @@ void kiwi_egress_set_gate(struct kiwi_egress *e, uint16_t dns, uint16_t tcp);
 int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egress_child *child,
 		      struct kiwi_egress **out, kiwi_err *err);
 int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err);
-struct kiwi_proxy_event;
-void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_proxy_event *ev);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
  * is fine). Goes on past failures and reports the first. */

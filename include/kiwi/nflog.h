@@ -16,6 +16,7 @@ struct kiwi_nflog_packet {
 	uint8_t proto;       /* IPPROTO_* */
 	uint16_t port;       /* destination port of TCP/UDP, else 0 */
 	uint8_t src[16], dst[16];  /* 4 or 16 bytes used, network order */
+	char prefix[48];     /* the log rule's prefix ("" without one): its class */
 };
 
 /* Binds group in this network namespace. EBUSY: another socket has it. */

@@ -20,6 +20,11 @@ struct kiwi_ip4_range {
 	uint32_t lo, hi;
 };
 
+/* A range of IPv6 addresses, network order, both ends included. */
+struct kiwi_ip6_range {
+	uint8_t lo[16], hi[16];
+};
+
 struct kiwi_nft *kiwi_nft_begin(int family, const char *table, kiwi_err *err);
 void kiwi_nft_free(struct kiwi_nft *n);
 static inline void kiwi_nft_freep(struct kiwi_nft **n)
@@ -37,6 +42,9 @@ void kiwi_nft_add_chain(struct kiwi_nft *n, const char *chain, const char *type,
 /* An IPv4 interval set holding the ranges (sorted and merged here). */
 int kiwi_nft_add_ip4_set(struct kiwi_nft *n, const char *set, uint32_t id,
 			 const struct kiwi_ip4_range *r, size_t count, kiwi_err *err);
+/* The same for IPv6. */
+int kiwi_nft_add_ip6_set(struct kiwi_nft *n, const char *set, uint32_t id,
+			 const struct kiwi_ip6_range *r, size_t count, kiwi_err *err);
 /* A set of inet_service (ports), or of ipv4_addr . inet_service pairs. */
 void kiwi_nft_add_port_set(struct kiwi_nft *n, const char *set, uint32_t id,
 			   const uint16_t *ports, size_t count);
@@ -63,7 +71,8 @@ void kiwi_nft_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint
 void kiwi_nft_lookup(struct nftnl_rule *r, uint32_t sreg, const char *set, uint32_t id);
 void kiwi_nft_verdict(struct nftnl_rule *r, int verdict, const char *chain);
 void kiwi_nft_counter(struct nftnl_rule *r);
-void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen);
+/* prefix (NULL: none) reaches the reader with each packet: its class. */
+void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen, const char *prefix);
 void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code);
 void kiwi_nft_masq(struct nftnl_rule *r);
 /* dnat to addr:port (both network byte order), through registers 2 and 3 */

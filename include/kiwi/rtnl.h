@@ -24,10 +24,24 @@ void kiwi_rtnl_closep(struct mnl_socket **nl);
 int kiwi_rtnl_veth_create(struct mnl_socket *nl, const char *name, const char *peer,
 			  int netns_fd, kiwi_err *err);
 
-/* One batch: ADDR/PREFIX on ifindex, IPv6 off (no link-local address),
- * the link up, and (gateway != 0) a default route through gateway. */
+/* An IPv6 address for kiwi_rtnl_configure(), network order. */
+struct kiwi_rtnl_ip6 {
+	uint8_t addr[16];
+	unsigned prefix;
+	uint8_t gateway[16];
+	bool has_gateway;
+};
+
+/* One batch: ADDR/PREFIX on ifindex, no IPv6 link-local address, v6's
+ * address (NULL: none; added without duplicate detection, so usable at
+ * once), the link up, and default routes through gateway (!= 0) and
+ * v6's gateway. */
 int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefix,
-			uint32_t gateway, kiwi_err *err);
+			uint32_t gateway, const struct kiwi_rtnl_ip6 *v6, kiwi_err *err);
+
+/* True when this namespace has an IPv6 default route (the host can send
+ * IPv6 off the machine). */
+int kiwi_rtnl_has_default6(struct mnl_socket *nl, bool *has, kiwi_err *err);
 
 /* Waits until the link is operationally up and has its queueing
  * discipline: until the kernel's linkwatch work has run, a fresh veth

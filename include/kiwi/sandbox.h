@@ -171,6 +171,9 @@ struct kiwi_sandbox_result {
 	/* Live until kiwi_sandbox_result_release(), so that the verdict is
 	 * written before the (slower) network teardown. */
 	struct kiwi_egress *egress;
+	/* The network asked for ("none", "egress", "audit"), set before
+	 * anything is made, so that a run that failed early still says it. */
+	const char *network;
 	bool net_audit;           /* the audit ran: net_attempts is the whole story */
 	struct kiwi_net_attempts net_attempts;
 	/* Instead, for a caller that is not root: the kiwi-helper(8) session

@@ -182,6 +182,9 @@ int run_session_prepare(struct run_session *s)
 int run_session_finish(struct run_session *s, bool failed)
 {
 	int status = kiwi_sandbox_exit_status(&s->res, &s->err, failed);
+	/* failed before the sandbox was asked for: what the caller asked */
+	if (!s->res.network)
+		s->res.network = s->a.network_egress ? "egress" : s->a.cfg.net_audit ? "audit" : "none";
 	if (failed)
 		kiwi_cli_print_error(&s->err);
 	if (s->res.cleanup_failed)

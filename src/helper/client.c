@@ -201,6 +201,12 @@ static void write_egress(kiwi_json_writer *w, const struct kiwi_egress_config *c
 		snprintf(s, sizeof(s), "%s/%u", ip4(c->allow_cidrs[i].addr, a), c->allow_cidrs[i].prefix);
 		kiwi_jw_string(w, s);
 	}
+	for (size_t i = 0; i < c->n_allow_cidrs6; i++) {
+		char a6[INET6_ADDRSTRLEN], s6[INET6_ADDRSTRLEN + 8];
+		snprintf(s6, sizeof(s6), "%s/%u", inet_ntop(AF_INET6, c->allow_cidrs6[i].addr, a6, sizeof(a6)),
+			 c->allow_cidrs6[i].prefix);
+		kiwi_jw_string(w, s6);
+	}
 	kiwi_jw_close_array(w);
 	kiwi_jw_key(w, "allow-host");
 	kiwi_jw_open_array(w);
@@ -251,6 +257,16 @@ static int child_of(const kiwi_json *j, struct kiwi_egress_child *child, kiwi_er
 	snprintf(child->ifname, sizeof(child->ifname), "%s", ifname);
 	snprintf(child->hosts_path, sizeof(child->hosts_path), "%s", hosts);
 	snprintf(child->resolv_path, sizeof(child->resolv_path), "%s", resolv);
+	/* IPv6 when the helper gives it: both addresses and a /126 or none */
+	const char *a6 = kiwi_json_string(kiwi_json_get(j, "addr6"));
+	const char *g6 = kiwi_json_string(kiwi_json_get(j, "gateway6"));
+	long long p6;
+	if (a6 || g6) {
+		if (!a6 || !g6 || !kiwi_json_int(kiwi_json_get(j, "prefix6"), &p6) || p6 < 1 || p6 > 128 ||
+		    inet_pton(AF_INET6, a6, child->addr6) != 1 || inet_pton(AF_INET6, g6, child->gateway6) != 1)
+			return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-prepare has a bad IPv6 part");
+		child->prefix6 = (uint8_t)p6;
+	}
 	return 0;
 }
 

@@ -85,6 +85,15 @@ static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_
 		kiwi_jw_string(w, child->hosts_path);
 		kiwi_jw_key(w, "resolv");
 		kiwi_jw_string(w, child->resolv_path);
+		if (child->prefix6) {
+			char a[INET6_ADDRSTRLEN];
+			kiwi_jw_key(w, "addr6");
+			kiwi_jw_string(w, inet_ntop(AF_INET6, child->addr6, a, sizeof(a)));
+			kiwi_jw_key(w, "gateway6");
+			kiwi_jw_string(w, inet_ntop(AF_INET6, child->gateway6, a, sizeof(a)));
+			kiwi_jw_key(w, "prefix6");
+			kiwi_jw_int(w, child->prefix6);
+		}
 	}
 	kiwi_jw_close_object(w);
 	send_answer(sock, w);

@@ -66,6 +66,18 @@ static int need_net_admin(kiwi_err *err)
 
 /* ---- --allow-host: names checked once here, addresses pinned ---- */
 
+/* Why an answer of class cls (kiwi_egress_forbidden) is refused, and the
+ * key that would allow it when one would. */
+static const char *why_forbidden(const char *cls, char *why, size_t size)
+{
+	if (!strncmp(cls, "not_allowed:", 12))
+		snprintf(why, size, "in a %s range (%s, denied unless allowed): add it to --allow-cidr "
+				    "(allow_cidr in a policy file)", cls + 12, cls);
+	else
+		snprintf(why, size, "%s (never reachable, whatever the policy allows)", cls);
+	return why;
+}
+
 static int add_pin(struct kiwi_egress *e, uint32_t addr, uint16_t port, kiwi_err *err)
 {
 	for (size_t i = 0; i < e->n_pins; i++)
@@ -109,19 +121,23 @@ static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h,
 {
 	uint32_t addrs[KIWI_EGRESS_MAX_ADDRS];
 	size_t n = 0, bad = 0, bad_at = 0;
-	char s[INET_ADDRSTRLEN];
+	char s[INET_ADDRSTRLEN], why[192];
+	const char *cls = NULL;
 	if (h->name[0] == '*')
 		return 0;   /* a pattern: only its names' answers can be checked */
 	if (lookup(h->name, addrs, &n, err) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, addrs[i]) && !bad++)
+	for (size_t i = 0; i < n; i++) {
+		const char *c = kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, addrs[i]);
+		if (c && !bad++) {
 			bad_at = i;
+			cls = c;
+		}
+	}
 	if (bad)
-		return kiwi_error(err, 0, "egress",
-				  "--allow-host `%s`: %s %s, which the policy forbids: refused", h->name,
+		return kiwi_error(err, 0, "egress", "--allow-host `%s`: %s %s, %s: refused", h->name,
 				  bad < n ? "its answers mix allowed addresses with" : "it resolves to",
-				  ip4_str(addrs[bad_at], s));
+				  ip4_str(addrs[bad_at], s), why_forbidden(cls, why, sizeof(why)));
 	if (!kiwi_egress_host_is_addr(h))
 		return 0;
 	const uint16_t *ports = h->port ? &h->port : e->cfg.n_allow_ports ? e->cfg.allow_ports : default_ports;
@@ -169,9 +185,20 @@ static int write_name_files(struct kiwi_egress *e, kiwi_err *err)
 
 /* ---- a /30 of the pool, under a lock ---- */
 
+/* pool6 with the low 32 bits of addr */
+static void addr6_of(const struct kiwi_egress *e, uint32_t addr, uint8_t *out)
+{
+	memcpy(out, e->pool6, 16);
+	uint32_t be = htonl(addr);
+	memcpy(out + 12, &be, 4);
+}
+
 static void set_names(struct kiwi_egress *e, uint32_t block)
 {
 	e->block = block;
+	inet_pton(AF_INET6, EGRESS_POOL6, e->pool6);
+	addr6_of(e, block + 1, e->host6);
+	addr6_of(e, block + 2, e->sandbox6);
 	snprintf(e->id, sizeof(e->id), "%08x", block);
 	snprintf(e->host_if, sizeof(e->host_if), VETH_PREFIX "%s", e->id);
 	snprintf(e->table, sizeof(e->table), TABLE_PREFIX "%s", e->id);
@@ -269,14 +296,39 @@ static int open_audit(struct kiwi_egress *e, kiwi_err *err)
 static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
 {
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
-	if (!nl || kiwi_rtnl_addrs4(nl, e->host_addrs, EGRESS_MAX_HOST_ADDRS, &e->n_host_addrs, err) < 0)
+	if (!nl || kiwi_rtnl_addrs4(nl, e->host_addrs, EGRESS_MAX_HOST_ADDRS, &e->n_host_addrs, err) < 0 ||
+	    kiwi_rtnl_has_default6(nl, &e->host_ipv6, err) < 0)
 		return -1;
+	/* IPv6 only where it can go somewhere: elsewhere a sandbox with an
+	 * address would try it first and wait for each refusal */
+	e->ipv6 = access("/proc/sys/net/ipv6", F_OK) == 0 && (e->host_ipv6 || e->cfg.n_allow_cidrs6);
 	char s[INET_ADDRSTRLEN];
 	for (size_t i = 0; i < e->n_host_addrs; i++)
 		if (e->cfg.dns == e->host_addrs[i])
 			return kiwi_error(err, 0, "egress", "--dns `%s` is this host's own address, which the "
 						     "sandbox can never reach", ip4_str(e->cfg.dns, s));
 	return 0;
+}
+
+static const struct kiwi_rtnl_ip6 *ip6_of(const struct kiwi_egress_child *c, struct kiwi_rtnl_ip6 *v6, bool sandbox)
+{
+	if (!c->prefix6)
+		return NULL;
+	*v6 = (struct kiwi_rtnl_ip6){ .prefix = c->prefix6, .has_gateway = sandbox };
+	memcpy(v6->addr, sandbox ? c->addr6 : c->gateway6, 16);
+	memcpy(v6->gateway, c->gateway6, 16);
+	return v6;
+}
+
+static struct kiwi_egress_child child_of(const struct kiwi_egress *e)
+{
+	struct kiwi_egress_child c = { .addr = e->block + 2, .gateway = e->block + 1, .prefix = 30 };
+	if (e->ipv6) {
+		memcpy(c.addr6, e->sandbox6, 16);
+		memcpy(c.gateway6, e->host6, 16);
+		c.prefix6 = EGRESS_PREFIX6;
+	}
+	return c;
 }
 
 int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress **out,
@@ -293,7 +345,7 @@ int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress *
 		kiwi_egress_teardown(e, NULL);
 		return -1;
 	}
-	*child = (struct kiwi_egress_child){ .addr = e->block + 2, .gateway = e->block + 1, .prefix = 30 };
+	*child = child_of(e);
 	snprintf(child->ifname, sizeof(child->ifname), PEER_NAME);
 	snprintf(child->hosts_path, sizeof(child->hosts_path), "%s", e->hosts_path);
 	snprintf(child->resolv_path, sizeof(child->resolv_path), "%s", e->resolv_path);
@@ -366,15 +418,25 @@ static int child_netns(pid_t child, int pidfd, kiwi_err *err)
 /* net.ipv4.ip_forward is per network namespace but host-wide within it;
  * only written when off (a write resets offloads on every device). It is
  * left on: other sandboxes may rely on it. */
-static int enable_forwarding(kiwi_err *err)
+static int turn_on(const char *path, const char *name, kiwi_err *err)
 {
-	_cleanup_close_ int fd = open("/proc/sys/net/ipv4/ip_forward", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
 	char c = 0;
 	if (fd < 0 || pread(fd, &c, 1, 0) != 1)
-		return kiwi_error(err, errno, "egress", "cannot read net.ipv4.ip_forward");
+		return kiwi_error(err, errno, "egress", "cannot read %s", name);
 	if (c != '1' && pwrite(fd, "1\n", 2, 0) != 2)
-		return kiwi_error(err, errno, "egress", "cannot turn on net.ipv4.ip_forward");
+		return kiwi_error(err, errno, "egress", "cannot turn on %s", name);
 	return 0;
+}
+
+/* IPv6 forwarding is turned on only for a sandbox that may send IPv6
+ * off the host: on, it makes the host ignore router advertisements
+ * (unless accept_ra is 2), see kiwi-run-network(7). */
+static int enable_forwarding(const struct kiwi_egress *e, kiwi_err *err)
+{
+	if (turn_on("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward", err) < 0)
+		return -1;
+	return e->ipv6 ? turn_on("/proc/sys/net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding", err) : 0;
 }
 
 /* An rtnetlink socket in the sandbox's netns: a socket stays in the
@@ -401,7 +463,9 @@ static int sandbox_end(struct kiwi_egress *e, struct mnl_socket *nl, int *index,
 	*index = kiwi_rtnl_link_index(nl, PEER_NAME, err);
 	if (*index < 0)
 		return -1;
-	return kiwi_rtnl_configure(nl, *index, e->block + 2, 30, e->block + 1, err);
+	struct kiwi_egress_child c = child_of(e);
+	struct kiwi_rtnl_ip6 v6;
+	return kiwi_rtnl_configure(nl, *index, c.addr, c.prefix, c.gateway, ip6_of(&c, &v6, true), err);
 }
 
 /* The pair, its peer made directly in the sandbox's netns ns. */
@@ -428,8 +492,10 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	if (kiwi_egress_build_table(e, err) < 0)
 		return -1;
 	e->table_made = true;
-	return enable_forwarding(err) < 0 ||
-	       kiwi_rtnl_configure(nl, e->host_ifindex, e->block + 1, 30, 0, err) < 0 ? -1 : 0;
+	struct kiwi_egress_child c = child_of(e);
+	struct kiwi_rtnl_ip6 v6;
+	return enable_forwarding(e, err) < 0 ||
+	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ? -1 : 0;
 }
 
 /* Closes every fd but 0-2 (made /dev/null) and the two kept. */
@@ -517,7 +583,9 @@ int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *er
 	if (!nl)
 		return -1;
 	int index = kiwi_rtnl_link_index(nl, child->ifname, err);
-	if (index < 0 || kiwi_rtnl_configure(nl, index, child->addr, child->prefix, child->gateway, err) < 0)
+	struct kiwi_rtnl_ip6 v6;
+	if (index < 0 || kiwi_rtnl_configure(nl, index, child->addr, child->prefix, child->gateway,
+					     ip6_of(child, &v6, true), err) < 0)
 		return -1;
 	return kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err);
 }

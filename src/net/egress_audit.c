@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The audit: denied packets (nflog messages) and the name gate's
- * decisions, folded into bounded {proto, dst, port, [name,] count}
- * entries for the verdict, and one JSON line each for --egress-audit.
- * The gate's thread writes too: audit_lock orders them. */
+/* The audit of every connection attempt: nflog messages from the table's
+ * log rules (each rule's prefix is its class) and events from the name
+ * gate, folded into the verdict's bounded summaries and written as one
+ * JSON line each to --egress-audit. The line format is in kiwi/egress.h.
+ * The gate's thread audits too: audit_lock orders them. */
 #include "egress_int.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/nflog.h"
-#include "kiwi/proxy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,38 +18,32 @@
 /* A flood must not fill the disk: past this, lines stop (counts go on). */
 #define AUDIT_MAX_LINES 10000
 
-static void count(struct kiwi_egress *e, uint8_t family, uint8_t proto, const uint8_t *dst, uint16_t port,
-		  const char *name)
+static void count(struct egress_summary *s, const struct kiwi_egress_event *ev)
 {
-	size_t alen = family == 6 ? 16 : 4;
-	name = name ? name : "";
-	for (size_t i = 0; i < e->n_blocked; i++) {
-		struct egress_blocked *b = &e->blocked[i];
-		if (b->family == family && b->proto == proto && b->port == port && !memcmp(b->dst, dst, alen) &&
-		    !strcmp(b->name, name)) {
-			b->count++;
+	size_t alen = ev->family == 6 ? 16 : 4;
+	for (size_t i = 0; i < s->n; i++) {
+		struct egress_dest *d = &s->v[i];
+		/* the name is part of where: refusals of two names at one
+		 * address (or of two DNS queries) are two entries */
+		if (d->family == ev->family && d->proto == ev->proto && d->port == ev->port &&
+		    !memcmp(d->dst, ev->dst, alen) && !strcmp(d->name, ev->name ? ev->name : "")) {
+			d->count++;
 			return;
 		}
 	}
-	if (e->n_blocked == EGRESS_MAX_BLOCKED) {
-		e->blocked_other++;
+	if (s->n == EGRESS_MAX_SUMMARY) {
+		s->other++;
 		return;
 	}
-	struct egress_blocked *b = &e->blocked[e->n_blocked++];
-	*b = (struct egress_blocked){ .family = family, .proto = proto, .port = port, .count = 1 };
-	memcpy(b->dst, dst, alen);
-	snprintf(b->name, sizeof(b->name), "%s", name);
+	struct egress_dest *d = &s->v[s->n++];
+	*d = (struct egress_dest){ .family = ev->family, .proto = ev->proto, .port = ev->port, .count = 1 };
+	memcpy(d->dst, ev->dst, alen);
+	snprintf(d->rule, sizeof(d->rule), "%s", ev->rule ? ev->rule : "not_allowed");
+	snprintf(d->name, sizeof(d->name), "%s", ev->name ? ev->name : "");
 }
 
-/* A line's start: {"time":..., and whether the cap is reached (then the
- * line says "truncated" and is the last). NULL: no line to write. */
-static kiwi_json_writer *line_begin(struct kiwi_egress *e, bool *last)
+static void write_time(kiwi_json_writer *w)
 {
-	if (e->audit_file < 0 || e->audit_lines > AUDIT_MAX_LINES)
-		return NULL;
-	kiwi_json_writer *w = kiwi_jw_new(false);
-	if (!w)
-		return NULL;
 	char ts[40];
 	struct timespec now;
 	struct tm tm;
@@ -57,19 +51,31 @@ static kiwi_json_writer *line_begin(struct kiwi_egress *e, bool *last)
 	gmtime_r(&now.tv_sec, &tm);
 	size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(ts + n, sizeof(ts) - n, ".%06ldZ", now.tv_nsec / 1000);
-	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "time");
 	kiwi_jw_string(w, ts);
-	*last = e->audit_lines++ == AUDIT_MAX_LINES;
-	if (*last) {
-		kiwi_jw_key(w, "truncated");
-		kiwi_jw_bool(w, true);
-	}
-	return w;
 }
 
-static void line_end(struct kiwi_egress *e, kiwi_json_writer *w)
+static void write_line(struct kiwi_egress *e, const struct kiwi_egress_event *ev)
 {
+	if (e->audit_file < 0 || e->audit_lines > AUDIT_MAX_LINES)
+		return;
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return;
+	kiwi_jw_open_object(w);
+	write_time(w);
+	if (e->audit_lines++ == AUDIT_MAX_LINES) {
+		kiwi_jw_key(w, "truncated");
+		kiwi_jw_bool(w, true);
+	} else {
+		kiwi_jw_key(w, "verdict");
+		kiwi_jw_string(w, ev->allowed ? "allow" : "deny");
+		kiwi_jw_key(w, "rule");
+		kiwi_jw_string(w, ev->rule ? ev->rule : "not_allowed");
+		kiwi_nflog_write_tuple(w, ev->family, ev->proto, ev->src, ev->dst, ev->port);
+		kiwi_jw_key(w, "name");
+		kiwi_jw_string(w, ev->name);
+	}
 	kiwi_jw_close_object(w);
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
@@ -81,58 +87,87 @@ static void line_end(struct kiwi_egress *e, kiwi_json_writer *w)
 	}
 }
 
-static void write_line(struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
+void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_event *ev)
 {
-	bool last;
-	_cleanup_jw_ kiwi_json_writer *w = line_begin(e, &last);
-	if (!w)
-		return;
-	if (!last) {
-		kiwi_jw_key(w, "action");
-		kiwi_jw_string(w, "reject");
-		kiwi_nflog_write_tuple(w, p->family, p->proto, p->src, p->dst, p->port);
+	pthread_mutex_lock(&e->audit_lock);
+	/* an allowed event without a port is the gate's DNS answer: a line,
+	 * not a connection */
+	if (!ev->allowed || ev->port)
+		count(ev->allowed ? &e->allowed : &e->blocked, ev);
+	write_line(e, ev);
+	pthread_mutex_unlock(&e->audit_lock);
+}
+
+/* ---- from the table's log ---- */
+
+static bool is_host(const struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
+{
+	if (p->family != 4)
+		return false;
+	uint32_t a = ntohl(*(const uint32_t *)(const void *)p->dst);
+	for (size_t i = 0; i < e->n_host_addrs; i++)
+		if (e->host_addrs[i] == a)
+			return true;
+	return false;
+}
+
+static bool in_pool(const struct kiwi_egress *e, const struct kiwi_nflog_packet *p)
+{
+	if (p->family == 6)
+		return kiwi_in_cidr6(p->dst, e->pool6, EGRESS_POOL6_PREFIX);
+	uint32_t a = ntohl(*(const uint32_t *)(const void *)p->dst);
+	uint32_t mask = e->cfg.pool.prefix ? ~0u << (32 - e->cfg.pool.prefix) : 0;
+	return (a & mask) == e->cfg.pool.addr;
+}
+
+/* The IPv4 address an IPv6 form carries (mapped, NAT64, 6to4), when it is
+ * one that is never reachable: that is the better name for the deny. */
+static const char *carried_ip4(const uint8_t *a, const char *form)
+{
+	const uint8_t *v4 = NULL;
+	if (!strcmp(form, "ipv4_mapped") || !strcmp(form, "ipv4_translated") || !strcmp(form, "nat64") ||
+	    !strcmp(form, "ipv4_compatible"))
+		v4 = a + 12;
+	else if (!strcmp(form, "6to4"))
+		v4 = a + 2;
+	const char *name = NULL;
+	if (v4 && kiwi_egress_classify(4, v4, &name) == KIWI_ADDR_NEVER)
+		return name;
+	return form;
+}
+
+/* The precise class of a packet the table logged with a coarse one. */
+static void name_rule(const struct kiwi_egress *e, const struct kiwi_nflog_packet *p, char *out, size_t size)
+{
+	const char *range = NULL;
+	enum kiwi_addr_class k = kiwi_egress_classify(p->family, p->dst, &range);
+	if (!strcmp(p->prefix, EGRESS_LOG_NEVER)) {
+		if (k == KIWI_ADDR_NEVER)
+			snprintf(out, size, "always_deny:%s", p->family == 6 ? carried_ip4(p->dst, range) : range);
+		else if (in_pool(e, p))
+			snprintf(out, size, "always_deny:sandbox_pool");
+		else
+			snprintf(out, size, "always_deny:host");
+	} else if (!strcmp(p->prefix, EGRESS_LOG_SPECIAL)) {
+		snprintf(out, size, "not_allowed:%s", range ? range : "special");
+	} else if (!strcmp(p->prefix, "always_deny:host") && !is_host(e, p) && k == KIWI_ADDR_NEVER) {
+		/* the host's input hook sees broadcast and multicast too */
+		snprintf(out, size, "always_deny:%s", range);
+	} else {
+		snprintf(out, size, "%s", p->prefix[0] ? p->prefix : "not_allowed");
 	}
-	line_end(e, w);
 }
 
 static void on_packet(const struct kiwi_nflog_packet *p, void *arg)
 {
 	struct kiwi_egress *e = arg;
-	pthread_mutex_lock(&e->audit_lock);
-	count(e, p->family, p->proto, p->dst, p->port, NULL);
-	write_line(e, p);
-	pthread_mutex_unlock(&e->audit_lock);
-}
-
-/* The name gate's decisions: a DNS answer given or refused, a connection
- * let through or reset; denied ones are counted like denied packets. */
-void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_proxy_event *ev)
-{
-	uint8_t dst[16] = { 0 }, src[4];
-	uint32_t d = htonl(ev->dst), s = htonl(e->block + 2);
-	uint8_t proto = strcmp(ev->proto, "tcp") ? IPPROTO_UDP : IPPROTO_TCP;
-	memcpy(dst, &d, 4);
-	memcpy(src, &s, 4);
-	pthread_mutex_lock(&e->audit_lock);
-	if (!ev->allowed)
-		count(e, 4, proto, dst, ev->port, ev->name);
-	bool last;
-	_cleanup_jw_ kiwi_json_writer *w = line_begin(e, &last);
-	if (w && !last) {
-		kiwi_jw_key(w, "action");
-		kiwi_jw_string(w, ev->allowed ? "accept" : "reject");
-		kiwi_nflog_write_tuple(w, 4, proto, src, dst, ev->port);
-		kiwi_jw_key(w, "name");
-		if (ev->name)
-			kiwi_jw_string(w, ev->name);
-		else
-			kiwi_jw_null(w);
-		kiwi_jw_key(w, "rule");
-		kiwi_jw_string(w, ev->rule);
-	}
-	if (w)
-		line_end(e, w);
-	pthread_mutex_unlock(&e->audit_lock);
+	char rule[EGRESS_RULE_MAX];
+	name_rule(e, p, rule, sizeof(rule));
+	struct kiwi_egress_event ev = { .family = p->family, .proto = p->proto, .port = p->port,
+					.allowed = !strncmp(rule, "allowed:", 8), .rule = rule };
+	memcpy(ev.src, p->src, sizeof(ev.src));
+	memcpy(ev.dst, p->dst, sizeof(ev.dst));
+	kiwi_egress_audit_event(e, &ev);
 }
 
 int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err)
@@ -142,28 +177,39 @@ int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err)
 	return kiwi_nflog_drain(e->nflog, on_packet, e, &e->lost, err);
 }
 
+static void write_summary(kiwi_json_writer *w, const char *key, const struct egress_summary *s)
+{
+	kiwi_jw_key(w, key);
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; s && i < s->n; i++) {
+		const struct egress_dest *d = &s->v[i];
+		kiwi_jw_open_object(w);
+		kiwi_nflog_write_tuple(w, d->family, d->proto, NULL, d->dst, d->port);
+		kiwi_jw_key(w, "rule");
+		kiwi_jw_string(w, d->rule);
+		if (d->name[0]) {
+			kiwi_jw_key(w, "name");
+			kiwi_jw_string(w, d->name);
+		}
+		kiwi_jw_key(w, "count");
+		kiwi_jw_int(w, (long long)d->count);
+		kiwi_jw_close_object(w);
+	}
+	kiwi_jw_close_array(w);
+}
+
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 {
 	if (e)
 		pthread_mutex_lock((pthread_mutex_t *)&e->audit_lock);
-	kiwi_jw_key(w, "egress_blocked");
-	kiwi_jw_open_array(w);
-	for (size_t i = 0; e && i < e->n_blocked; i++) {
-		const struct egress_blocked *b = &e->blocked[i];
-		kiwi_jw_open_object(w);
-		kiwi_nflog_write_tuple(w, b->family, b->proto, NULL, b->dst, b->port);
-		if (b->name[0]) {
-			kiwi_jw_key(w, "name");
-			kiwi_jw_string(w, b->name);
-		}
-		kiwi_jw_key(w, "count");
-		kiwi_jw_int(w, (long long)b->count);
-		kiwi_jw_close_object(w);
-	}
-	kiwi_jw_close_array(w);
-	/* packets beyond the bound, and kernel drops when we fell behind */
+	write_summary(w, "egress_blocked", e ? &e->blocked : NULL);
+	/* beyond the bound, and the kernel's drops when we fell behind (an
+	 * attempt lost that way was most likely denied: a flood is) */
 	kiwi_jw_key(w, "egress_blocked_other");
-	kiwi_jw_int(w, e ? (long long)(e->blocked_other + e->lost) : 0);
+	kiwi_jw_int(w, e ? (long long)(e->blocked.other + e->lost) : 0);
+	write_summary(w, "egress_allowed", e ? &e->allowed : NULL);
+	kiwi_jw_key(w, "egress_allowed_other");
+	kiwi_jw_int(w, e ? (long long)e->allowed.other : 0);
 	if (e)
 		pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
 }

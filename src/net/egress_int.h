@@ -11,23 +11,45 @@
 
 #define EGRESS_MAX_PINS 1024
 #define EGRESS_MAX_HOST_ADDRS 1024
-#define EGRESS_MAX_BLOCKED 64
-#define EGRESS_NEVER_RANGES 5
+#define EGRESS_MAX_SUMMARY 64     /* entries of egress_blocked, of egress_allowed */
+#define EGRESS_NEVER_RANGES 6
 #define EGRESS_SPECIAL_RANGES 10
+#define EGRESS_NEVER_RANGES6 13
+#define EGRESS_SPECIAL_RANGES6 5
+#define EGRESS_RULE_MAX 64
 
 struct mnl_socket;
 
-struct egress_blocked {
+/* One destination of the verdict's summary. */
+struct egress_dest {
 	uint8_t family, proto;
 	uint16_t port;
 	uint8_t dst[16];
 	uint64_t count;
-	char name[KIWI_EGRESS_NAME_MAX + 1];   /* "": none known */
+	char rule[EGRESS_RULE_MAX];   /* the first seen */
+	char name[KIWI_EGRESS_NAME_MAX + 1];  /* "" unknown */
 };
+
+struct egress_summary {
+	struct egress_dest v[EGRESS_MAX_SUMMARY];
+	size_t n;
+	uint64_t other;               /* attempts whose destination did not fit */
+};
+
+/* The sandboxes' IPv6 addresses: a unique local /96 of kiwi-run's whose
+ * last 32 bits are the IPv4 block's (so one lock serves both): a /126
+ * each, ::block+1 the host side, ::block+2 the sandbox. */
+#define EGRESS_POOL6 "fd6b:6977:6900::"
+#define EGRESS_POOL6_PREFIX 96
+#define EGRESS_PREFIX6 126
 
 struct kiwi_egress {
 	struct kiwi_egress_config cfg;
 	uint32_t block;             /* the /30: block+1 host side, block+2 sandbox */
+	bool ipv6;                  /* the sandbox gets IPv6: the host has a route, or a CIDR allows */
+	bool host_ipv6;             /* the host has an IPv6 default route */
+	uint8_t pool6[16];
+	uint8_t host6[16], sandbox6[16];
 	char id[9];                 /* block in hex: names everything below */
 	char host_if[16];
 	int host_ifindex;
@@ -45,9 +67,7 @@ struct kiwi_egress {
 	size_t n_pins;
 	struct mnl_socket *nflog;
 	struct mnl_socket *nft;     /* kept open: see kiwi_nft_open() */
-	struct egress_blocked blocked[EGRESS_MAX_BLOCKED];
-	size_t n_blocked;
-	uint64_t blocked_other;     /* packets whose tuple did not fit */
+	struct egress_summary blocked, allowed;
 	uint64_t audit_lines;
 	unsigned lost;
 	/* host_allowlist: the name gate, attached by the launcher (never by
@@ -69,6 +89,16 @@ size_t kiwi_egress_special_ranges(struct kiwi_ip4_range *out);
  * rule class that forbids it; host: this host's addresses. */
 const char *kiwi_egress_forbidden(const struct kiwi_egress_config *c, const uint32_t *host, size_t n_host,
 				  uint32_t a);
+size_t kiwi_egress_never_ranges6(struct kiwi_ip6_range *out);
+size_t kiwi_egress_special_ranges6(struct kiwi_ip6_range *out);
+void kiwi_cidr6_bounds(const uint8_t *net, unsigned prefix, uint8_t *lo, uint8_t *hi);
+bool kiwi_in_cidr6(const uint8_t *a, const uint8_t *net, unsigned prefix);
+
+/* The nflog prefixes the table's log rules carry: the rule's class, or a
+ * coarse one the audit names precisely from the address. */
+#define EGRESS_LOG_NEVER "always_deny"
+#define EGRESS_LOG_SPECIAL "not_allowed:special"
+
 int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err);
 /* sock may be NULL */
 int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err);

@@ -6,8 +6,11 @@
 #include "egress_int.h"
 #include "kiwi/proxy.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct kiwi_egress_gate {
 	struct kiwi_egress *e;
@@ -45,9 +48,22 @@ static const char *forbidden(void *arg, uint32_t a)
 	return kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, a);
 }
 
+/* The gate's decisions, into the one audit (kiwi/egress.h). */
 static void audit(void *arg, const struct kiwi_proxy_event *ev)
 {
-	kiwi_egress_audit_event(((struct kiwi_egress_gate *)arg)->e, ev);
+	struct kiwi_egress *e = ((struct kiwi_egress_gate *)arg)->e;
+	uint32_t dst = htonl(ev->dst), src = htonl(e->block + 2);
+	struct kiwi_egress_event out = {
+		.family = 4,
+		.proto = strcmp(ev->proto, "tcp") ? IPPROTO_UDP : IPPROTO_TCP,
+		.port = ev->port,
+		.allowed = ev->allowed,
+		.rule = ev->rule,
+		.name = ev->name,
+	};
+	memcpy(out.dst, &dst, 4);
+	memcpy(out.src, &src, 4);
+	kiwi_egress_audit_event(e, &out);
 }
 
 static int gate_start(struct kiwi_egress_gate *g, kiwi_err *err)

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The sandbox's nftables table, on the host side of its veth V, owned by
  * kiwi-run's nfnetlink socket (see kiwi_egress_build_table). In nft
- * terms (sets: never, special, allow, ports, pins):
+ * terms (sets: never, special, allow, ports, pins; the same with a 6 for
+ * IPv6). Every decision logs to the audit's group with its class as the
+ * prefix (`log "C"` below), so the audit holds allowed and denied
+ * attempts alike, each once per connection (established packets never
+ * reach decide):
  *
  *   chain forward { type filter hook forward priority 0; policy accept;
  *     iif != V accept                          # not ours
@@ -16,24 +20,32 @@
  *   chain input { type filter hook input priority 0; policy accept;
  *     iif != V accept
  *     ct state established,related accept      # answers to the host's own calls
- *     goto deny }                              # the host itself, any address
+ *     icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept
+ *     ip6 daddr ff02::/16 meta l4proto icmpv6 drop   # MLD: not an attempt
+ *     log "always_deny:host" goto deny }       # the host itself, any address
  *   chain decide {
- *     meta nfproto != ipv4 goto deny           # no IPv6 egress at all
- *     ip saddr != SANDBOX goto deny            # no spoofed sources
- *     ip daddr @never goto deny
- *     meta l4proto != tcp meta l4proto != udp goto deny
- *     ip daddr RESOLVER th dport 53 accept     # with --dns
- *     th dport 53 goto deny
- *     <the kind's accept rules>
- *     goto deny }
- *   chain deny { counter log group G snaplen 128
+ *     meta nfproto ipv4 goto decide4
+ *     meta nfproto ipv6 goto decide6
+ *     log "not_allowed:protocol" goto deny }
+ *   chain decide4 {
+ *     ip saddr != SANDBOX log "always_deny:spoofed_source" goto deny
+ *     ip daddr @never log "always_deny" goto deny
+ *     meta l4proto != tcp meta l4proto != udp log "not_allowed:protocol" goto deny
+ *     ip daddr RESOLVER th dport 53 log "allowed:dns" accept   # with --dns
+ *     th dport 53 log "not_allowed:dns" goto deny
+ *     <the kind's accept rules, each with log "allowed:...">
+ *     log "not_allowed" goto deny }
+ *   chain decide6 { the same in IPv6, without DNS or pins }
+ *   chain deny {
  *     meta l4proto tcp reject with tcp reset
  *     reject with icmpx admin-prohibited }
  *   chain postrouting { type nat hook postrouting priority 100;
- *     ip saddr SANDBOX oif != V masquerade }
+ *     ip saddr SANDBOX oif != V masquerade
+ *     ip6 saddr SANDBOX6 oif != V masquerade }
  *
  * host_allowlist with names adds the name gate's (kiwi/proxy.h) redirect,
- * and lets into the host only what it redirected:
+ * and lets into the host only what it redirected (the gate audits its
+ * own decisions):
  *   chain gate { type nat hook prerouting priority -100;
  *     iif != V accept;  meta nfproto != ipv4 accept
  *     ip daddr GW udp dport 53 dnat to GW:DNS_PORT
@@ -41,6 +53,9 @@
  *     ip daddr . th dport @pins accept         # entries written as addresses
  *     tcp dport @name_ports dnat to GW:TCP_PORT }
  *   input, before its deny:  ct status dnat  to GW:DNS_PORT/udp, GW:TCP_PORT/tcp  accept
+ *
+ * "always_deny" and "not_allowed:special" are coarse: the audit names the
+ * range from the address (always_deny:metadata, not_allowed:documentation).
  */
 #include "egress_int.h"
 
@@ -50,10 +65,13 @@
 #include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
+#include <netinet/icmp6.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <string.h>
 
-enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS, SET_NAME_PORTS };
+enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS, SET_NEVER6, SET_SPECIAL6, SET_ALLOW6,
+       SET_NAME_PORTS };
 
 #define CT_EST_REL (NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED))
 #define NAT_PRIO_DST (-100)
@@ -63,6 +81,17 @@ static const uint16_t default_ports[] = { 80, 443 };
 
 /* NFT_TABLE_F_PERSIST (Linux 6.9), an enum older headers lack */
 #define TABLE_F_PERSIST 0x4u
+
+/* Where each family keeps what the rules read. */
+struct fam {
+	uint8_t nfproto;
+	uint32_t saddr, daddr, alen;   /* payload offsets and the address length */
+	const uint8_t *self;           /* the sandbox's address, network order */
+	const char *never, *special, *allow, *chain;
+	uint32_t never_id, special_id, allow_id;
+	size_t n_allow;
+	bool public_ok;                /* public destinations may leave this way */
+};
 
 static void match_if(struct nftnl_rule *r, uint32_t key, uint32_t op, int ifindex)
 {
@@ -77,14 +106,19 @@ static void match_ct_est_rel(struct nftnl_rule *r)
 	kiwi_nft_cmp_u32(r, NFT_CMP_NEQ, 0);
 }
 
-static void load_daddr(struct nftnl_rule *r, uint32_t reg)
+static void load_daddr(struct nftnl_rule *r, const struct fam *f, uint32_t reg)
 {
-	kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, reg);
+	kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, f->daddr, f->alen, reg);
 }
 
 static void load_dport(struct nftnl_rule *r, uint32_t reg)
 {
 	kiwi_nft_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg);
+}
+
+static void load_daddr4(struct nftnl_rule *r, uint32_t reg)
+{
+	kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, reg);
 }
 
 /* A rule of one match list and a verdict, appended to chain. */
@@ -106,7 +140,7 @@ static void match_to_port(struct nftnl_rule *r, uint8_t proto, uint32_t addr, ui
 {
 	kiwi_nft_meta(r, NFT_META_L4PROTO);
 	kiwi_nft_cmp_u8(r, NFT_CMP_EQ, proto);
-	load_daddr(r, NFT_REG_1);
+	load_daddr4(r, NFT_REG_1);
 	kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(addr));
 	load_dport(r, NFT_REG_1);
 	kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(port) }, 2);
@@ -126,10 +160,10 @@ static void gate_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 			  kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "gate", { match_to_port(r, IPPROTO_UDP, gw, 53); kiwi_nft_dnat4(r, htonl(gw), htons(dns)); });
 	/* the pool, and so the gateway, is in never */
-	RULE(n, "gate", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
+	RULE(n, "gate", { load_daddr4(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
 			  kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	if (e->n_pins)
-		RULE(n, "gate", { load_daddr(r, NFT_REG32_00); load_dport(r, NFT_REG32_01);
+		RULE(n, "gate", { load_daddr4(r, NFT_REG32_00); load_dport(r, NFT_REG32_01);
 				  kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "gate", {
 		kiwi_nft_meta(r, NFT_META_L4PROTO);
@@ -151,7 +185,56 @@ static void gate_input(struct kiwi_nft *n, const struct kiwi_egress *e)
 			   match_to_port(r, IPPROTO_TCP, gw, tcp); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 }
 
-static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
+/* The audit's line, then the verdict. */
+static void deny_as(struct nftnl_rule *r, const struct kiwi_egress *e, const char *class)
+{
+	kiwi_nft_log(r, e->group, NFLOG_SNAPLEN, class);
+	kiwi_nft_verdict(r, NFT_GOTO, "deny");
+}
+
+static void allow_as(struct nftnl_rule *r, const struct kiwi_egress *e, const char *class)
+{
+	kiwi_nft_log(r, e->group, NFLOG_SNAPLEN, class);
+	kiwi_nft_verdict(r, NF_ACCEPT, NULL);
+}
+
+static void match_l4(struct nftnl_rule *r, uint8_t proto)
+{
+	kiwi_nft_meta(r, NFT_META_L4PROTO);
+	kiwi_nft_cmp_u8(r, NFT_CMP_EQ, proto);
+}
+
+/* Link-level IPv6 control between the sandbox and its gateway:
+ * neighbour discovery is answered, MLD reports are dropped unlogged. */
+static void input_ipv6_control(struct kiwi_nft *n, int v)
+{
+	for (uint8_t type = ND_NEIGHBOR_SOLICIT; type <= ND_NEIGHBOR_ADVERT; type++)
+		RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_EQ, v); match_l4(r, IPPROTO_ICMPV6);
+				   kiwi_nft_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG_1);
+				   kiwi_nft_cmp_u8(r, NFT_CMP_EQ, type); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "input", {
+		match_if(r, NFT_META_IIF, NFT_CMP_EQ, v);
+		match_l4(r, IPPROTO_ICMPV6);
+		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 2, NFT_REG_1);
+		kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(0xff02) }, 2);
+		kiwi_nft_verdict(r, NF_DROP, NULL);
+	});
+}
+
+static void masquerade(struct kiwi_nft *n, const struct fam *f, int v)
+{
+	RULE(n, "postrouting", {
+		kiwi_nft_meta(r, NFT_META_NFPROTO);
+		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, f->nfproto);
+		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, f->saddr, f->alen, NFT_REG_1);
+		kiwi_nft_cmp(r, NFT_CMP_EQ, f->self, f->alen);
+		match_if(r, NFT_META_OIF, NFT_CMP_NEQ, v);
+		kiwi_nft_masq(r);
+	});
+}
+
+static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f4,
+			const struct fam *f6)
 {
 	int v = e->host_ifindex;
 	kiwi_nft_add_chain(n, "inbound", "filter", NF_INET_FORWARD, 10);
@@ -169,28 +252,20 @@ static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 	RULE(n, "input", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	if (e->gate_tcp)
 		gate_input(n, e);
-	RULE(n, "input", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
+	if (e->ipv6)
+		input_ipv6_control(n, v);
+	RULE(n, "input", { deny_as(r, e, "always_deny:host"); });
 
 	kiwi_nft_add_chain(n, "postrouting", "nat", NF_INET_POST_ROUTING, 100);
-	RULE(n, "postrouting", {
-		kiwi_nft_meta(r, NFT_META_NFPROTO);
-		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, NFPROTO_IPV4);
-		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
-		kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(e->block + 2));
-		match_if(r, NFT_META_OIF, NFT_CMP_NEQ, v);
-		kiwi_nft_masq(r);
-	});
+	masquerade(n, f4, v);
+	if (e->ipv6)
+		masquerade(n, f6, v);
 }
 
-static void deny_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
+static void deny_chain(struct kiwi_nft *n)
 {
 	kiwi_nft_add_chain(n, "deny", NULL, 0, 0);
-	RULE(n, "deny", { kiwi_nft_counter(r); kiwi_nft_log(r, e->group, NFLOG_SNAPLEN); });
-	RULE(n, "deny", {
-		kiwi_nft_meta(r, NFT_META_L4PROTO);
-		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, IPPROTO_TCP);
-		kiwi_nft_reject(r, NFT_REJECT_TCP_RST, 0);
-	});
+	RULE(n, "deny", { kiwi_nft_counter(r); match_l4(r, IPPROTO_TCP); kiwi_nft_reject(r, NFT_REJECT_TCP_RST, 0); });
 	RULE(n, "deny", { kiwi_nft_reject(r, NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED); });
 }
 
@@ -221,7 +296,7 @@ static void name_port_set(struct kiwi_nft *n, const struct kiwi_egress *e)
 	kiwi_nft_add_port_set(n, "name_ports", SET_NAME_PORTS, ports, count);
 }
 
-static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
+static int sets4(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 {
 	const struct kiwi_egress_config *c = &e->cfg;
 	struct kiwi_ip4_range r[EGRESS_NEVER_RANGES + 1 + EGRESS_MAX_HOST_ADDRS];
@@ -243,6 +318,38 @@ static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 		if (kiwi_nft_add_ip4_set(n, "allow", SET_ALLOW, a, c->n_allow_cidrs, err) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+static int sets6(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
+{
+	const struct kiwi_egress_config *c = &e->cfg;
+	struct kiwi_ip6_range r[EGRESS_NEVER_RANGES6 + 1];
+	size_t count = kiwi_egress_never_ranges6(r);
+	kiwi_cidr6_bounds(e->pool6, EGRESS_POOL6_PREFIX, r[count].lo, r[count].hi);
+	count++;
+	if (kiwi_nft_add_ip6_set(n, "never6", SET_NEVER6, r, count, err) < 0)
+		return -1;
+	if (c->kind == KIWI_EGRESS_PUBLIC_INTERNET) {
+		struct kiwi_ip6_range s[EGRESS_SPECIAL_RANGES6];
+		if (kiwi_nft_add_ip6_set(n, "special6", SET_SPECIAL6, s, kiwi_egress_special_ranges6(s), err) < 0)
+			return -1;
+	}
+	if (c->kind != KIWI_EGRESS_HOST_ALLOWLIST && c->n_allow_cidrs6) {
+		struct kiwi_ip6_range a[KIWI_EGRESS_MAX_CIDRS];
+		for (size_t i = 0; i < c->n_allow_cidrs6; i++)
+			kiwi_cidr6_bounds(c->allow_cidrs6[i].addr, c->allow_cidrs6[i].prefix, a[i].lo, a[i].hi);
+		if (kiwi_nft_add_ip6_set(n, "allow6", SET_ALLOW6, a, c->n_allow_cidrs6, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
+{
+	const struct kiwi_egress_config *c = &e->cfg;
+	if (sets4(n, e, err) < 0 || (e->ipv6 && sets6(n, e, err) < 0))
+		return -1;
 	if (c->n_allow_ports)
 		kiwi_nft_add_port_set(n, "ports", SET_PORTS, c->allow_ports, c->n_allow_ports);
 	else if (c->kind == KIWI_EGRESS_PUBLIC_INTERNET)
@@ -255,77 +362,100 @@ static int sets(struct kiwi_nft *n, const struct kiwi_egress *e, kiwi_err *err)
 }
 
 /* The kind's accept rules, between the DNS rules and the final deny. */
-static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e)
+static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f)
 {
 	const struct kiwi_egress_config *c = &e->cfg;
 	bool ports = c->n_allow_ports || c->kind == KIWI_EGRESS_PUBLIC_INTERNET;
-	switch (c->kind) {
-	case KIWI_EGRESS_HOST_ALLOWLIST:
-		RULE(n, "decide", {
-			load_daddr(r, NFT_REG32_00);
-			load_dport(r, NFT_REG32_01);
-			kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS);
-			kiwi_nft_verdict(r, NF_ACCEPT, NULL);
-		});
+	if (c->kind == KIWI_EGRESS_HOST_ALLOWLIST) {
+		if (f->nfproto == NFPROTO_IPV4)
+			RULE(n, f->chain, {
+				load_daddr(r, f, NFT_REG32_00);
+				load_dport(r, NFT_REG32_01);
+				kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS);
+				allow_as(r, e, "allowed:name");
+			});
 		return;
-	case KIWI_EGRESS_PUBLIC_INTERNET:
-	case KIWI_EGRESS_PRIVATE_NETWORK:
-	default:
-		break;
 	}
-	if (c->n_allow_cidrs)
-		RULE(n, "decide", {
-			load_daddr(r, NFT_REG_1);
-			kiwi_nft_lookup(r, NFT_REG_1, "allow", SET_ALLOW);
+	if (f->n_allow)
+		RULE(n, f->chain, {
+			load_daddr(r, f, NFT_REG_1);
+			kiwi_nft_lookup(r, NFT_REG_1, f->allow, f->allow_id);
 			if (ports) {
 				load_dport(r, NFT_REG_1);
 				kiwi_nft_lookup(r, NFT_REG_1, "ports", SET_PORTS);
 			}
-			kiwi_nft_verdict(r, NF_ACCEPT, NULL);
+			allow_as(r, e, "allowed:cidr");
 		});
+	if (f->n_allow && ports)
+		RULE(n, f->chain, { load_daddr(r, f, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, f->allow, f->allow_id);
+				    deny_as(r, e, "not_allowed:port"); });
 	if (c->kind != KIWI_EGRESS_PUBLIC_INTERNET)
 		return;
-	RULE(n, "decide", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "special", SET_SPECIAL);
-			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "decide", { load_dport(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "ports", SET_PORTS);
-			    kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, f->chain, { load_daddr(r, f, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, f->special, f->special_id);
+			    deny_as(r, e, EGRESS_LOG_SPECIAL); });
+	if (!f->public_ok) {
+		RULE(n, f->chain, { deny_as(r, e, "not_allowed:no_ipv6_route"); });
+		return;
+	}
+	RULE(n, f->chain, { load_dport(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "ports", SET_PORTS);
+			    allow_as(r, e, "allowed:public"); });
+	RULE(n, f->chain, { deny_as(r, e, "not_allowed:port"); });
 }
 
-static void policy_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
+static void family_chain(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f)
 {
-	kiwi_nft_add_chain(n, "decide", NULL, 0, 0);
-	RULE(n, "decide", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
-			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "decide", {
-		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
-		kiwi_nft_cmp_u32(r, NFT_CMP_NEQ, htonl(e->block + 2));
-		kiwi_nft_verdict(r, NFT_GOTO, "deny");
+	kiwi_nft_add_chain(n, f->chain, NULL, 0, 0);
+	RULE(n, f->chain, {
+		kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, f->saddr, f->alen, NFT_REG_1);
+		kiwi_nft_cmp(r, NFT_CMP_NEQ, f->self, f->alen);
+		deny_as(r, e, "always_deny:spoofed_source");
 	});
-	RULE(n, "decide", { load_daddr(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
-			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	RULE(n, "decide", {
+	RULE(n, f->chain, { load_daddr(r, f, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, f->never, f->never_id);
+			    deny_as(r, e, EGRESS_LOG_NEVER); });
+	RULE(n, f->chain, {
 		kiwi_nft_meta(r, NFT_META_L4PROTO);
 		kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, IPPROTO_TCP);
 		kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, IPPROTO_UDP);
-		kiwi_nft_verdict(r, NFT_GOTO, "deny");
+		deny_as(r, e, "not_allowed:protocol");
 	});
 	/* host_allowlist: --dns is the gate's upstream, not the sandbox's */
-	if (e->cfg.dns && e->cfg.kind != KIWI_EGRESS_HOST_ALLOWLIST)
-		RULE(n, "decide", {
-			load_daddr(r, NFT_REG_1);
+	if (e->cfg.dns && e->cfg.kind != KIWI_EGRESS_HOST_ALLOWLIST && f->nfproto == NFPROTO_IPV4)
+		RULE(n, f->chain, {
+			load_daddr(r, f, NFT_REG_1);
 			kiwi_nft_cmp_u32(r, NFT_CMP_EQ, htonl(e->cfg.dns));
 			load_dport(r, NFT_REG_1);
 			kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
-			kiwi_nft_verdict(r, NF_ACCEPT, NULL);
+			allow_as(r, e, "allowed:dns");
 		});
-	RULE(n, "decide", { load_dport(r, NFT_REG_1); kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
-			    kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
-	kind_rules(n, e);
-	RULE(n, "decide", { kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
+	RULE(n, f->chain, { load_dport(r, NFT_REG_1); kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(53) }, 2);
+			    deny_as(r, e, "not_allowed:dns"); });
+	kind_rules(n, e, f);
+	RULE(n, f->chain, { deny_as(r, e, "not_allowed"); });
+}
+
+static void policy_chains(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f4,
+			  const struct fam *f6)
+{
+	family_chain(n, e, f4);
+	if (e->ipv6)
+		family_chain(n, e, f6);
+	kiwi_nft_add_chain(n, "decide", NULL, 0, 0);
+	RULE(n, "decide", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_EQ, NFPROTO_IPV4);
+			    kiwi_nft_verdict(r, NFT_GOTO, f4->chain); });
+	if (e->ipv6)
+		RULE(n, "decide", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_EQ, NFPROTO_IPV6);
+				    kiwi_nft_verdict(r, NFT_GOTO, f6->chain); });
+	RULE(n, "decide", { deny_as(r, e, "not_allowed:protocol"); });
 }
 
 static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 {
+	uint32_t self4 = htonl(e->block + 2);
+	const struct fam f4 = { NFPROTO_IPV4, 12, 16, 4, (const uint8_t *)&self4, "never", "special", "allow",
+				"decide4", SET_NEVER, SET_SPECIAL, SET_ALLOW, e->cfg.n_allow_cidrs, true };
+	const struct fam f6 = { NFPROTO_IPV6, 8, 24, 16, e->sandbox6, "never6", "special6", "allow6",
+				"decide6", SET_NEVER6, SET_SPECIAL6, SET_ALLOW6, e->cfg.n_allow_cidrs6,
+				e->host_ipv6 };
 	_cleanup_nft_ struct kiwi_nft *n = kiwi_nft_begin(NFPROTO_INET, e->table, err);
 	if (!n)
 		return -1;
@@ -333,9 +463,9 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 	if (sets(n, e, err) < 0)
 		return -1;
 	/* Jump targets first: the kernel checks them as rules arrive. */
-	deny_chain(n, e);
-	policy_chain(n, e);
-	hook_chains(n, e);
+	deny_chain(n);
+	policy_chains(n, e, &f4, &f6);
+	hook_chains(n, e, &f4, &f6);
 	if (e->gate_tcp)
 		gate_chains(n, e);
 	return kiwi_nft_commit(n, e->nft, err);

@@ -100,7 +100,7 @@ static void output_chain(struct kiwi_nft *n)
 		kiwi_nft_cmp(r, NFT_CMP_EQ, &lo6, sizeof(lo6));
 		kiwi_nft_verdict(r, NF_ACCEPT, NULL);
 	});
-	RULE(n, { kiwi_nft_log(r, AUDIT_GROUP, AUDIT_SNAPLEN); });
+	RULE(n, { kiwi_nft_log(r, AUDIT_GROUP, AUDIT_SNAPLEN, NULL); });
 	RULE(n, {
 		kiwi_nft_meta(r, NFT_META_L4PROTO);
 		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, IPPROTO_TCP);

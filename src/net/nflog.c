@@ -105,14 +105,24 @@ static void on_message(const struct nlmsghdr *nlh, const struct drain *d)
 {
 	if (nlh->nlmsg_type != (NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET))
 		return;
-	const struct nlattr *attr;
+	const struct nlattr *attr, *payload = NULL, *prefix = NULL;
 	mnl_attr_for_each(attr, nlh, sizeof(struct nfgenmsg)) {
-		if (mnl_attr_get_type(attr) != NFULA_PAYLOAD)
-			continue;
-		struct kiwi_nflog_packet p;
-		if (parse_packet(&p, mnl_attr_get_payload(attr), mnl_attr_get_payload_len(attr)) == 0)
-			d->fn(&p, d->arg);
+		if (mnl_attr_get_type(attr) == NFULA_PAYLOAD)
+			payload = attr;
+		else if (mnl_attr_get_type(attr) == NFULA_PREFIX)
+			prefix = attr;
 	}
+	struct kiwi_nflog_packet p;
+	if (!payload || parse_packet(&p, mnl_attr_get_payload(payload), mnl_attr_get_payload_len(payload)) < 0)
+		return;
+	if (prefix) {
+		/* the kernel sends it NUL-terminated; not trusted to be */
+		size_t n = mnl_attr_get_payload_len(prefix);
+		n = n < sizeof(p.prefix) ? n : sizeof(p.prefix) - 1;
+		memcpy(p.prefix, mnl_attr_get_payload(prefix), n);
+		p.prefix[n] = '\0';
+	}
+	d->fn(&p, d->arg);
 }
 
 /* Every message of one datagram. Not mnl_cb_run(): libmnl compares a

@@ -24,6 +24,7 @@
 /* nft's datatype numbers, kept in set metadata so that `nft list` shows
  * the sets readably; the kernel itself only checks key lengths. */
 #define NFT_TYPE_IPV4_ADDR 7
+#define NFT_TYPE_IPV6_ADDR 8
 #define NFT_TYPE_INET_SERVICE 13
 #define NFT_TYPE_BITS 6
 
@@ -255,6 +256,74 @@ int kiwi_nft_add_ip4_set(struct kiwi_nft *n, const char *set, uint32_t id,
 	return 0;
 }
 
+static int range6_cmp(const void *a, const void *b)
+{
+	const struct kiwi_ip6_range *x = a, *y = b;
+	return memcmp(x->lo, y->lo, 16);
+}
+
+/* a + 1, in place; false when it wrapped (a was all ones). */
+static bool inc6(uint8_t *a)
+{
+	for (int i = 15; i >= 0; i--)
+		if (++a[i])
+			return true;
+	return false;
+}
+
+static size_t ip6_ranges_merge(struct kiwi_ip6_range *r, size_t count)
+{
+	if (!count)
+		return 0;
+	qsort(r, count, sizeof(*r), range6_cmp);
+	size_t out = 0;
+	for (size_t i = 1; i < count; i++) {
+		uint8_t next[16];
+		memcpy(next, r[out].hi, 16);
+		bool wrapped = !inc6(next);
+		/* overlapping or adjacent: one interval (the kernel refuses touching ones) */
+		if (wrapped || memcmp(r[i].lo, next, 16) <= 0) {
+			if (memcmp(r[i].hi, r[out].hi, 16) > 0)
+				memcpy(r[out].hi, r[i].hi, 16);
+		} else {
+			r[++out] = r[i];
+		}
+	}
+	return out + 1;
+}
+
+int kiwi_nft_add_ip6_set(struct kiwi_nft *n, const char *set, uint32_t id,
+			 const struct kiwi_ip6_range *ranges, size_t count, kiwi_err *err)
+{
+	_cleanup_free_ struct kiwi_ip6_range *r = malloc((count ? count : 1) * sizeof(*r));
+	if (!r)
+		return kiwi_error(err, ENOMEM, "nftables", "cannot build set `%s`", set);
+	memcpy(r, ranges, count * sizeof(*r));
+	count = ip6_ranges_merge(r, count);
+	struct nftnl_set *s = new_set(n, set, id, NFT_TYPE_IPV6_ADDR, 16, NFT_SET_INTERVAL);
+	if (!s)
+		return kiwi_error(err, ENOMEM, "nftables", "cannot build set `%s`", set);
+	/* as for IPv4: an end at :: first unless a range starts there */
+	static const uint8_t zero[16];
+	size_t elems = 0;
+	if (count && memcmp(r[0].lo, zero, 16)) {
+		add_elem(s, zero, 16, NFT_SET_ELEM_INTERVAL_END);
+		elems++;
+	}
+	for (size_t i = 0; i < count; i++) {
+		add_elem(s, r[i].lo, 16, 0);
+		elems++;
+		uint8_t end[16];
+		memcpy(end, r[i].hi, 16);
+		if (inc6(end)) {
+			add_elem(s, end, 16, NFT_SET_ELEM_INTERVAL_END);
+			elems++;
+		}
+	}
+	commit_set(n, s, elems);
+	return 0;
+}
+
 void kiwi_nft_add_port_set(struct kiwi_nft *n, const char *set, uint32_t id, const uint16_t *ports,
 			   size_t count)
 {
@@ -413,11 +482,13 @@ void kiwi_nft_counter(struct nftnl_rule *r)
 	(void)expr(r, "counter");
 }
 
-void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen)
+void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen, const char *prefix)
 {
 	EXPR(r, "log");
 	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, snaplen);
+	if (prefix)
+		nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
 }
 
 void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)

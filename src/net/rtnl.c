@@ -157,16 +157,17 @@ static void put_addr(char *buf, int ifindex, uint32_t addr, unsigned prefix)
 	mnl_attr_put_u32(nlh, IFA_ADDRESS, be);
 }
 
-static void put_default_route(char *buf, int ifindex, uint32_t gateway)
+/* A default route through gateway (4 or 16 bytes, network order). */
+static void put_default_route(char *buf, uint8_t family, int ifindex, const void *gateway)
 {
 	struct nlmsghdr *nlh = put_request(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
 	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
-	rtm->rtm_family = AF_INET;
+	rtm->rtm_family = family;
 	rtm->rtm_table = RT_TABLE_MAIN;
 	rtm->rtm_protocol = RTPROT_STATIC;
 	rtm->rtm_scope = RT_SCOPE_UNIVERSE;
 	rtm->rtm_type = RTN_UNICAST;
-	mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
+	mnl_attr_put(nlh, RTA_GATEWAY, family == AF_INET6 ? 16 : 4, gateway);
 	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
 }
 
@@ -183,31 +184,52 @@ static int send_steps(struct mnl_socket *nl, struct mnl_nlmsg_batch *b, uint32_t
 	return 0;
 }
 
-int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefix,
-			uint32_t gateway, kiwi_err *err)
+static void put_addr6(char *buf, int ifindex, const struct kiwi_rtnl_ip6 *v6)
 {
+	struct nlmsghdr *nlh = put_request(buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET6;
+	ifa->ifa_prefixlen = (unsigned char)v6->prefix;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = (unsigned)ifindex;
+	/* no duplicate detection: the /126 is ours, and a tentative address
+	 * would make the first second's connections fail */
+	ifa->ifa_flags = IFA_F_NODAD;
+	mnl_attr_put(nlh, IFA_LOCAL, 16, v6->addr);
+	mnl_attr_put(nlh, IFA_ADDRESS, 16, v6->addr);
+}
+
+int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefix,
+			uint32_t gateway, const struct kiwi_rtnl_ip6 *v6, kiwi_err *err)
+{
+	static const char *const names[] = { "turn IPv6 link-local off", "add the address",
+					     "add the IPv6 address", "bring the link up",
+					     "add the default route", "add the IPv6 default route" };
 	char buf[RTNL_BUF] = { 0 };
-	const char *what[4];
+	const char *what[KIWI_ARRAY_SIZE(names)];
 	unsigned n = 0;
 	struct mnl_nlmsg_batch *b = mnl_nlmsg_batch_start(buf, sizeof(buf));
 	uint32_t seq0 = 0;
-	/* IPv6 off while the link is still down. The IPv4 stack adds the
-	 * connected route only once the link is up, and the gateway needs
-	 * that route: address, up, then the route. */
-	for (int step = 0; step < 4; step++) {
+	bool has6 = access("/proc/sys/net/ipv6", F_OK) == 0;
+	/* Link-local off while the link is still down. The stacks add the
+	 * connected routes only once the link is up, and the gateways need
+	 * them: addresses, up, then the routes. */
+	for (unsigned step = 0; step < KIWI_ARRAY_SIZE(names); step++) {
 		char *m = mnl_nlmsg_batch_current(b);
-		if (step == 0 && access("/proc/sys/net/ipv6", F_OK) == 0)
+		if (step == 0 && has6)
 			put_no_ipv6(put_link(m, RTM_NEWLINK, 0, ifindex, NULL));
 		else if (step == 1)
 			put_addr(m, ifindex, addr, prefix);
-		else if (step == 2)
+		else if (step == 2 && has6 && v6)
+			put_addr6(m, ifindex, v6);
+		else if (step == 3)
 			put_setlink_up(m, ifindex);
-		else if (step == 3 && gateway)
-			put_default_route(m, ifindex, gateway);
+		else if (step == 4 && gateway)
+			put_default_route(m, AF_INET, ifindex, &(uint32_t){ htonl(gateway) });
+		else if (step == 5 && has6 && v6 && v6->has_gateway)
+			put_default_route(m, AF_INET6, ifindex, v6->gateway);
 		else
 			continue;
-		static const char *const names[] = { "turn IPv6 off", "add the address", "bring the link up",
-						     "add the default route" };
 		what[n++] = names[step];
 		if (!seq0)
 			seq0 = ((struct nlmsghdr *)m)->nlmsg_seq;
@@ -384,6 +406,32 @@ int kiwi_rtnl_addrs4(struct mnl_socket *nl, uint32_t *out, size_t max, size_t *n
 	if (a.n > max)
 		return kiwi_error(err, E2BIG, "netconfig", "the host has more than %zu IPv4 addresses", max);
 	*n = a.n;
+	return 0;
+}
+
+static int default6_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+	if (rtm->rtm_family == AF_INET6 && rtm->rtm_dst_len == 0 && rtm->rtm_type == RTN_UNICAST &&
+	    rtm->rtm_table == RT_TABLE_MAIN)
+		*(bool *)arg = true;
+	return MNL_CB_OK;
+}
+
+int kiwi_rtnl_has_default6(struct mnl_socket *nl, bool *has, kiwi_err *err)
+{
+	char buf[RTNL_BUF] = { 0 };
+	*has = false;
+	if (access("/proc/sys/net/ipv6", F_OK) < 0)
+		return 0;
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETROUTE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = next_seq();
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET6;
+	if (query(nl, nlh, default6_cb, has) < 0)
+		return kiwi_error(err, errno, "netconfig", "cannot list the host's IPv6 routes");
 	return 0;
 }
 

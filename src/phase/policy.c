@@ -521,7 +521,7 @@ static const struct field phase_fields[] = {
 static int check_egress(struct ctx *c)
 {
 	const struct kiwi_egress_config *e = &c->egress;
-	if (e->kind == KIWI_EGRESS_PRIVATE_NETWORK && !e->n_allow_cidrs)
+	if (e->kind == KIWI_EGRESS_PRIVATE_NETWORK && !e->n_allow_cidrs && !e->n_allow_cidrs6)
 		return fail(c, "`install.egress.mode` private_network needs at least one `install.egress.allow_cidr`");
 	if (e->kind == KIWI_EGRESS_HOST_ALLOWLIST && !e->n_allow_hosts)
 		return fail(c, "`install.egress.mode` host_allowlist needs at least one `install.egress.allow_host`");

@@ -918,6 +918,7 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_s
 	if (!res->started_at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	res->net_audit = cfg->net_audit;
+	res->network = cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none";
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (check_config(cfg, err) < 0)
 		return -1;

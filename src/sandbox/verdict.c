@@ -122,8 +122,11 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	kiwi_jw_key(w, "landlock_abi");
 	r->landlock_abi ? kiwi_jw_int(w, r->landlock_abi) : kiwi_jw_null(w);
 	kiwi_jw_key(w, "network");
-	kiwi_jw_string(w, r->egress ? "egress" : r->net_audit ? "audit" : "none");
-	if (r->egress)
+	const char *network = r->network ? r->network : r->egress ? "egress" : r->net_audit ? "audit" : "none";
+	kiwi_jw_string(w, network);
+	/* egress without a module of ours (through kiwi-helper, or failed
+	 * before it was made): the fields, empty */
+	if (!strcmp(network, "egress"))
 		kiwi_egress_write_verdict(r->egress, w);
 	if (r->net_audit)
 		kiwi_net_audit_write_verdict(w, &r->net_attempts);

@@ -25,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 
 HOST_UPLINK = "172.31.255.2"
 INET_UPLINK = "172.31.255.1"
+HOST_UPLINK6 = "fd31:ffff::2"
+INET_UPLINK6 = "fd31:ffff::1"
 DNS = "192.0.2.53"
 SERVERS = {
     "doc1": "192.0.2.10",
@@ -36,6 +38,15 @@ SERVERS = {
     "cgnat": "100.64.0.10",
     "public": "5.5.5.5",
     "dns": DNS,
+}
+# IPv6 servers on the same loopback: documentation, the cloud metadata
+# address, a unique local (private) host and a public-looking one
+SERVERS6 = {
+    "doc6": "2001:db8::10",
+    "doc6b": "2001:db8:1::10",
+    "metadata6": "fd00:ec2::254",
+    "private6": "fd99::10",
+    "public6": "2a00:5::5",
 }
 
 
@@ -84,6 +95,13 @@ class World:
         sh("ip", "-n", self.host, "route", "add", "default", "via", INET_UPLINK)
         for addr in SERVERS.values():
             sh("ip", "-n", self.inet, "addr", "add", f"{addr}/32", "dev", "lo")
+        # IPv6 on the uplink (nodad: usable at once) and a default route,
+        # so the fake host "has IPv6 egress"
+        sh("ip", "-n", self.host, "addr", "add", f"{HOST_UPLINK6}/126", "dev", "up0", "nodad")
+        sh("ip", "-n", self.inet, "addr", "add", f"{INET_UPLINK6}/126", "dev", "down0", "nodad")
+        sh("ip", "-n", self.host, "-6", "route", "add", "default", "via", INET_UPLINK6)
+        for addr in SERVERS6.values():
+            sh("ip", "-n", self.inet, "addr", "add", f"{addr}/128", "dev", "lo", "nodad")
         self.etc.mkdir(parents=True, exist_ok=True)
         (self.etc / "resolv.conf").write_text(f"nameserver {DNS}\noptions timeout:1 attempts:1\n")
         (self.etc / "hosts").write_text("127.0.0.1\tlocalhost\n")

@@ -3,7 +3,7 @@
  * Every subcommand prints one JSON object and exits 0; the object says
  * what happened (ok, errno, error, ms), so a test can tell a fast reject
  * from a timeout.
- *   netprobe tcp ADDR PORT [TIMEOUT_MS]   connect, send "ping\n", read a reply
+ *   netprobe tcp ADDR PORT [TIMEOUT_MS]   connect, send "ping\n", read a reply (IPv4 or IPv6)
  *   netprobe udp ADDR PORT [TIMEOUT_MS]   send "ping", wait for a datagram
  *   netprobe dns SERVER NAME              one A query over UDP
  *   netprobe resolve NAME                 one A query to resolv.conf's nameserver
@@ -77,6 +77,21 @@ static int parse_addr(const char *addr, const char *port, struct sockaddr_in *sa
 	return inet_pton(AF_INET, addr, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* An IPv4 or IPv6 address (with a colon) into ss; its length in *len. */
+static int parse_any(const char *addr, const char *port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!strchr(addr, ':')) {
+		*len = sizeof(struct sockaddr_in);
+		return parse_addr(addr, port, (struct sockaddr_in *)ss);
+	}
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = htons((uint16_t)atoi(port));
+	*len = sizeof(*s6);
+	return inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1 ? 0 : -1;
+}
+
 /* Waits for events on fd; returns 0, or an errno (ETIMEDOUT). */
 static int wait_fd(int fd, short events, int timeout_ms)
 {
@@ -95,16 +110,17 @@ static int wait_fd(int fd, short events, int timeout_ms)
 static int exchange_msg(int type, const char *addr, const char *port, int timeout_ms, const void *msg,
 			size_t msg_len)
 {
-	struct sockaddr_in sa;
+	struct sockaddr_storage sa;
+	socklen_t salen;
 	char buf[512];
 	double t0 = now_ms();
-	if (parse_addr(addr, port, &sa) < 0)
+	if (parse_any(addr, port, &sa, &salen) < 0)
 		return report(EINVAL, t0, NULL, 0);
-	int fd = socket(AF_INET, type | SOCK_NONBLOCK, 0);
+	int fd = socket(sa.ss_family, type | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return report(errno, t0, NULL, 0);
 	int e = 0;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, salen) < 0) {
 		if (errno != EINPROGRESS)
 			return report(errno, t0, NULL, 0);
 		if ((e = wait_fd(fd, POLLOUT, timeout_ms)))

@@ -3,6 +3,7 @@
 namespace (or, with role "host", the services of the fake host that a
 sandbox must never reach).
 
+Every TCP and UDP port listens on IPv4 and IPv6.
 TCP: answers one read with "pong LOCAL:PORT PEER" (an HTTP response when
 the request starts with GET). UDP: the same, per datagram. DNS on udp/53
 answers A queries from NAMES; a name starting with "rebind" answers
@@ -111,6 +112,19 @@ def serve_udp(sock):
         send_dgram(sock, pong((local, sock.getsockname()[1]), peer, data), peer, local)
 
 
+def serve_udp6(sock):
+    """The same in IPv6: answers from the address the datagram came to."""
+    while True:
+        data, anc, _, peer = sock.recvmsg(2048, socket.CMSG_SPACE(20))
+        local = "::"
+        info = b""
+        for level, kind, value in anc:
+            if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
+                local, info = socket.inet_ntop(socket.AF_INET6, value[:16]), value[:16] + b"\0" * 4
+        reply = pong((local, sock.getsockname()[1]), peer, data)
+        sock.sendmsg([reply], [(socket.IPPROTO_IPV6, socket.IPV6_PKTINFO, info)] if info else [], 0, peer)
+
+
 SWITCH_S = 15
 
 
@@ -149,6 +163,18 @@ def serve_dns(sock):
             pass
 
 
+def bound6(kind, port):
+    s = socket.socket(socket.AF_INET6, kind)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind(("::", port))
+    if kind == socket.SOCK_STREAM:
+        s.listen(64)
+    else:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+    return s
+
+
 def bound(kind, addr, port):
     s = socket.socket(socket.AF_INET, kind)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -166,6 +192,8 @@ def main():
     jobs += [(serve_tcp, bound(socket.SOCK_STREAM, "127.0.0.1", p)) for p in role.get("loopback_tcp", [])]
     jobs += [(serve_udp, bound(socket.SOCK_DGRAM, "0.0.0.0", p)) for p in role["udp"]]
     jobs += [(serve_bulk, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role.get("bulk", [])]
+    jobs += [(serve_tcp, bound6(socket.SOCK_STREAM, p)) for p in role["tcp"]]
+    jobs += [(serve_udp6, bound6(socket.SOCK_DGRAM, p)) for p in role["udp"]]
     if role["dns"]:
         jobs.append((serve_dns, bound(socket.SOCK_DGRAM, "0.0.0.0", 53)))
     for fn, s in jobs:

@@ -103,7 +103,12 @@ def test_public_internet(run, scratch):
         rejected(r, c)
     got = {(b["proto"], b["dst"], b["port"]) for b in v["egress_blocked"]}
     assert got == {tuple(c) for c in calls[4:]}, v["egress_blocked"]
-    assert len(audit.read_text().splitlines()) == len(calls) - 4
+    lines = [json.loads(l) for l in audit.read_text().splitlines()]
+    assert len(lines) == len(calls), lines  # allowed and denied alike
+    assert [l["verdict"] for l in lines] == ["allow"] * 4 + ["deny"] * 5, lines
+    assert {(a["proto"], a["dst"], a["port"]) for a in v["egress_allowed"]} == {
+        ("tcp", "203.0.113.10", 80), ("udp", "198.51.100.10", 443), ("tcp", "5.5.5.5", 443),
+        ("udp", "192.0.2.53", 53)}, v["egress_allowed"]
 
 
 def test_gateway_and_host_loopback_unreachable(run):
@@ -144,6 +149,9 @@ def test_host_allowlist_refuses_mixed_answers(run, world):
                 "--allow-host", "mixed.test:80"], ["true"])
     assert r.returncode == 125 and "mixed.test" in r.stderr, r
     assert leftovers(world.host) == ([], [])
+    # failed before the network existed: the verdict says which was asked for
+    assert v["network"] == "egress" and v["error"]["step"] == "egress", v
+    assert v["egress_blocked"] == [] and v["egress_allowed"] == [], v
 
 
 def test_rootless_is_refused(run):

@@ -46,7 +46,7 @@ def test_allowed_name_connects_by_tls_and_http(egress, scratch):
     assert res[4]["reply"] == "", "no name is pinned in /etc/hosts"
     assert rep["egress_blocked"] == []
     lines = audit_lines(audit)
-    accepted = {(l["proto"], l["dst"], l["port"], l["name"]) for l in lines if l["action"] == "accept"}
+    accepted = {(l["proto"], l["dst"], l["port"], l["name"]) for l in lines if l["verdict"] == "allow"}
     assert accepted == {("udp", "203.0.113.10", None, "good.test"), ("tcp", "203.0.113.10", 443, "good.test"),
                         ("tcp", "203.0.113.10", 80, "good.test")}, lines
 
@@ -61,7 +61,7 @@ def test_second_name_on_the_same_address_is_refused(egress, scratch):
     reset(res[1], "TLS naming another host")
     reset(res[2], "HTTP naming another host")
     connected(res[3], "the allowed name on the same address, after")
-    refused = [l for l in audit_lines(audit) if l["action"] == "reject"]
+    refused = [l for l in audit_lines(audit) if l["verdict"] == "deny"]
     assert [(l["proto"], l["port"], l["name"], l["rule"]) for l in refused] == [
         ("tcp", 443, "shared.test", "not_allowed"), ("tcp", 80, "shared.test", "not_allowed")], refused
     got = {(b["proto"], b["dst"], b["port"], b.get("name")): b["count"] for b in rep["egress_blocked"]}
@@ -78,8 +78,8 @@ def test_an_address_not_given_for_the_name_is_refused(egress, scratch):
     reset(res[0], "an address the gate never gave")
     reset(res[2], "an address given for no name")
     denied_fast(res[3], "a port no name is allowed on")
-    rules = [l.get("rule") for l in audit_lines(audit) if l["action"] == "reject"]
-    assert rules == ["not_resolved", "not_resolved", None], rules
+    rules = [l.get("rule") for l in audit_lines(audit) if l["verdict"] == "deny"]
+    assert rules == ["not_resolved", "not_resolved", "not_allowed"], rules
 
 
 def test_unlisted_name_gets_nxdomain_and_is_audited(egress, scratch):
@@ -101,7 +101,7 @@ def test_no_sni_and_ech_are_refused(egress, scratch):
     res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
     for r, c in zip(res[1:], calls[1:]):
         reset(r, c)
-    rules = [l["rule"] for l in audit_lines(audit) if l["action"] == "reject"]
+    rules = [l["rule"] for l in audit_lines(audit) if l["verdict"] == "deny"]
     assert rules == ["no_name", "ech", "no_name"], rules
 
 
@@ -147,8 +147,8 @@ def test_rotation_and_rebinding_follow_the_ttl(egress, scratch):
     reset(res[5], "the old address, no longer given")
     assert res[6]["error"] == "REFUSED", res[6]
     denied_fast(res[7], "the metadata address")
-    refused = [(l["dst"], l.get("name"), l.get("rule")) for l in audit_lines(audit) if l["action"] == "reject"]
-    assert ("169.254.169.254", reb, "always_deny") in refused, refused
+    refused = [(l["dst"], l.get("name"), l.get("rule")) for l in audit_lines(audit) if l["verdict"] == "deny"]
+    assert ("169.254.169.254", reb, "always_deny:metadata") in refused, refused
 
 
 def test_every_http_request_on_a_connection_is_checked(egress, scratch):
@@ -174,6 +174,6 @@ def test_every_http_request_on_a_connection_is_checked(egress, scratch):
     reset(res[4], "a request for another host after a chunked body")
     reset(res[5], "two Host headers")
     reset(res[6], "an upgrade to another protocol")
-    refused = [(l["name"], l["rule"]) for l in audit_lines(audit) if l["action"] == "reject"]
+    refused = [(l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
     assert refused == [("shared.test", "not_allowed"), ("shared.test", "not_allowed"), (None, "no_name"),
                        ("good.test", "http_unframed")], refused

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""IPv6 egress through egresstool: the same two tiers as IPv4 (never
+reachable; opened only by --allow-cidr), every attempt audited with the
+class that decided it. The fake host has an IPv6 default route (fakenet),
+so sandboxes get an address; without one they get none."""
+import json
+import subprocess
+
+import pytest
+
+from checks import FAST_MS, REFUSED, connected, denied_fast
+from fakenet import HOST_UPLINK6
+
+POOL6 = "fd6b:6977:6900::"
+
+
+def rules(rep):
+    return {(b["proto"], b["dst"], b["port"]): b["rule"] for b in rep["egress_blocked"]}
+
+
+# every class of the never tier, reached through the default route
+NEVER6 = [
+    (("tcp", "fd00:ec2::254", 80), "always_deny:metadata"),
+    (("tcp", "64:ff9b::a9fe:a9fe", 80), "always_deny:metadata"),      # NAT64 of 169.254.169.254
+    (("tcp", "64:ff9b:1::a9fe:a9fe", 80), "always_deny:metadata"),    # local-use NAT64
+    (("tcp", "2002:a9fe:a9fe::1", 80), "always_deny:metadata"),       # 6to4 of it
+    (("tcp", "64:ff9b::505:505", 80), "always_deny:nat64"),
+    (("tcp", "2002:505:505::1", 80), "always_deny:6to4"),
+    (("tcp", "2001:0:505:505::1", 80), "always_deny:teredo"),
+    (("tcp", "fec0::1", 80), "always_deny:site_local"),
+    (("tcp", "fd6b:6977:6900::a0b:c0d", 80), "always_deny:sandbox_pool"),  # another sandbox
+]
+SPECIAL6 = [
+    (("tcp", "2001:db8::10", 80), "not_allowed:documentation"),
+    (("tcp", "fd99::10", 80), "not_allowed:private"),
+    (("tcp", "100::1", 80), "not_allowed:discard"),
+]
+
+
+def test_the_sandbox_gets_ipv6_from_the_pool(egress):
+    r, rep = egress.run(["--egress", "public_internet"],
+                        ["/bin/sh", "-c", "sleep 0.3; ip -6 -o addr show dev eth0; ip -6 route show default"])
+    assert r.returncode == 0, r.stderr
+    addrs = [l.split()[3] for l in r.stdout.splitlines() if " inet6 " in l]
+    assert len(addrs) == 1 and addrs[0].startswith(POOL6) and addrs[0].endswith("/126"), r.stdout
+    assert "fe80" not in r.stdout, "no link-local address"
+    assert "default via " + POOL6 in r.stdout, r.stdout
+    assert rep["egress_blocked"] == [], "nothing (no router solicitation, no MLD) audited on its own"
+
+
+def test_public_ipv6_connects_masqueraded_and_audited(egress, scratch):
+    audit = scratch / "audit6.jsonl"
+    res, rep = egress.probes(["--egress", "public_internet", "--egress-audit", audit],
+                             [["tcp", "2a00:5::5", 80], ["udp", "2a00:5::5", 443], ["tcp", "2a00:5::5", 8080]])
+    connected(res[0], "a public IPv6 address")
+    assert HOST_UPLINK6 in res[0]["reply"], res[0]
+    connected(res[1], "a public IPv6 address over UDP")
+    denied_fast(res[2], "a port not allowed")
+    lines = [json.loads(l) for l in audit.read_text().splitlines()]
+    got = {(l["proto"], l["dst"], l["port"]): (l["verdict"], l["rule"]) for l in lines}
+    assert got == {("tcp", "2a00:5::5", 80): ("allow", "allowed:public"),
+                   ("udp", "2a00:5::5", 443): ("allow", "allowed:public"),
+                   ("tcp", "2a00:5::5", 8080): ("deny", "not_allowed:port")}, got
+    assert all(l["src"].startswith(POOL6) for l in lines), lines
+
+
+@pytest.mark.parametrize("kind,cidr", [("public_internet", "::/0"), ("private_network", "fc00::/7")])
+def test_never_tier_refused_whatever_the_cidr(egress, kind, cidr):
+    calls = [list(c) for c, _ in NEVER6]
+    res, rep = egress.probes(["--egress", kind, "--allow-cidr", cidr, "--allow-port", "80"], calls)
+    for (call, _), r in zip(NEVER6, res):
+        denied_fast(r, call)
+    got = rules(rep)
+    for call, rule in NEVER6:
+        assert got.get(call) == rule, (call, got)
+
+
+def test_special_tier_needs_allow_cidr(egress):
+    calls = [list(c) for c, _ in SPECIAL6]
+    res, rep = egress.probes(["--egress", "public_internet"], calls)
+    for (call, _), r in zip(SPECIAL6, res):
+        denied_fast(r, call)
+    assert {c: rules(rep).get(c) for c, _ in SPECIAL6} == dict(SPECIAL6)
+    res, rep = egress.probes(["--egress", "public_internet", "--allow-cidr", "2001:db8::/32,fd99::/16"],
+                             [["tcp", "2001:db8::10", 80], ["tcp", "fd99::10", 80], ["tcp", "2001:db8:1::10", 8080]])
+    connected(res[0], "documentation range under --allow-cidr")
+    connected(res[1], "unique local range under --allow-cidr")
+    denied_fast(res[2], "a port not allowed")
+    allowed = {a["dst"]: a["rule"] for a in rep["egress_allowed"]}
+    assert allowed == {"2001:db8::10": "allowed:cidr", "fd99::10": "allowed:cidr"}, allowed
+
+
+def test_ipv4_mapped_metadata_is_refused(egress):
+    """A v4-mapped destination is IPv4 on the wire: still the metadata deny."""
+    script = ("/usr/bin/python3 -c \"\n"
+              "import json, socket\n"
+              "s = socket.socket(socket.AF_INET6); s.settimeout(2)\n"
+              "try: s.connect(('::ffff:169.254.169.254', 80)); print(json.dumps({'ok': True}))\n"
+              "except OSError as e: print(json.dumps({'ok': False, 'errno': e.errno}))\n\"")
+    r, rep = egress.run(["--egress", "public_internet", "--allow-cidr", "0.0.0.0/0,::/0"], ["/bin/sh", "-c", script])
+    res = json.loads(r.stdout)
+    assert not res["ok"] and res["errno"] in REFUSED, res
+    assert rules(rep) == {("tcp", "169.254.169.254", 80): "always_deny:metadata"}, rep["egress_blocked"]
+
+
+def test_link_multicast_is_refused_and_audited(egress):
+    script = ("/usr/bin/python3 -c \"\n"
+              "import socket\n"
+              "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+              "s.sendto(b'x', ('ff02::1%eth0', 5000))\n\"; sleep 0.2")
+    r, rep = egress.run(["--egress", "public_internet"], ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert rules(rep) == {("udp", "ff02::1", 5000): "always_deny:multicast"}, rep["egress_blocked"]
+
+
+def test_private_network_ipv6(egress):
+    res, rep = egress.probes(["--egress", "private_network", "--allow-cidr", "fd99::/16"],
+                             [["tcp", "fd99::10", 80], ["tcp", "2a00:5::5", 80], ["tcp", "2001:db8::10", 80]])
+    connected(res[0], "the allowed unique local range")
+    denied_fast(res[1], "a public address")
+    denied_fast(res[2], "a documentation address")
+    assert set(rules(rep).values()) == {"not_allowed"}, rep["egress_blocked"]
+
+
+def test_no_ipv6_when_the_host_has_none(egress, world):
+    """No IPv6 default route on the host and no IPv6 CIDR: no address, and
+    IPv6 fails at once."""
+    hx = lambda *a: subprocess.run(world.hx(*a), capture_output=True, text=True)
+    hx("ip", "-6", "route", "del", "default")
+    try:
+        res, rep = egress.probes(["--egress", "public_internet"],
+                                 [["tcp", "2a00:5::5", 80], ["cat", "/proc/net/if_inet6"]])
+    finally:
+        from fakenet import INET_UPLINK6
+        hx("ip", "-6", "route", "add", "default", "via", INET_UPLINK6)
+    assert not res[0]["ok"] and res[0]["error"] == "ENETUNREACH" and res[0]["ms"] < FAST_MS, res[0]
+    assert "eth0" not in res[1]["reply"], res[1]
