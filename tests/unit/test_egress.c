@@ -73,7 +73,10 @@ static const struct bad bads[] = {
 	{ "allow-cidr", "10.0.0.0/33", "0 to 32" },
 	{ "allow-cidr", "10.0.0.0/", "0 to 32" },
 	{ "allow-cidr", "10.0.0.0/-1", "0 to 32" },
-	{ "allow-cidr", "fd00::/8", "IPv6" },
+	{ "allow-cidr", "fd00::1/8", "host bits" },
+	{ "allow-cidr", "fd00::/129", "0 to 128" },
+	{ "allow-cidr", "fd00:::/8", "IPv6 address" },
+	{ "allow-cidr", "fd00::/", "0 to 128" },
 	{ "allow-cidr", "10.0.0", "not an IPv4" },
 	{ "allow-cidr", "", "empty item" },
 	{ "allow-cidr", "10.0.0.0/8,", "empty item" },
@@ -113,6 +116,7 @@ ParameterizedTest(const struct bad *b, egress, bad_values)
 	if (strcmp(b->key, "network") != 0)
 		cr_assert(strstr(e.msg, b->key) && strstr(e.msg, b->value), "names flag and value: %s", e.msg);
 	cr_assert_eq(c.n_allow_cidrs, before.n_allow_cidrs, "a bad value adds nothing");
+	cr_assert_eq(c.n_allow_cidrs6, before.n_allow_cidrs6);
 	cr_assert_eq(c.n_allow_hosts, before.n_allow_hosts);
 }
 
@@ -144,6 +148,77 @@ Test(egress, cross_checks)
 	kiwi_egress_config_add(&c, "allow-host", "x.example", &e);
 	cr_assert_eq(kiwi_egress_config_check(&c, &e), -1);
 	cr_assert(strstr(e.msg, "host_allowlist"), "%s", e.msg);
+}
+
+Test(egress, ipv6_cidrs)
+{
+	struct kiwi_egress_config c = cfg();
+	kiwi_err e = { 0 };
+	uint8_t want[16];
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", "10.0.0.0/8,2001:db8::/32,fd99::1", &e), 0, "%s", e.msg);
+	cr_assert_eq(c.n_allow_cidrs, 1);
+	cr_assert_eq(c.n_allow_cidrs6, 2);
+	inet_pton(AF_INET6, "2001:db8::", want);
+	cr_assert(!memcmp(c.allow_cidrs6[0].addr, want, 16) && c.allow_cidrs6[0].prefix == 32);
+	cr_assert_eq(c.allow_cidrs6[1].prefix, 128);
+	/* a list is taken whole or not at all, across both families */
+	cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", "fd00::/8,300.0.0.0/8", &e), -1);
+	cr_assert_eq(c.n_allow_cidrs6, 2);
+}
+
+/* private_network: private ranges only, in both families */
+Test(egress, private_network_is_private)
+{
+	static const char *const ok[] = { "10.0.0.0/8", "10.99.0.0/16", "172.16.0.0/12", "172.20.1.0/24",
+					  "192.168.0.0/16", "100.64.0.0/10", "100.100.0.1", "fc00::/7", "fd99::/16" };
+	static const char *const refused[] = { "0.0.0.0/0", "5.5.5.0/24", "10.0.0.0/7", "172.0.0.0/11",
+					       "203.0.113.0/24", "100.0.0.0/8", "::/0", "2001:db8::/32",
+					       "fc00::/6", "2a00::/16" };
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct kiwi_egress_config c = cfg();
+		kiwi_err e = { 0 };
+		kiwi_egress_config_add(&c, "egress", "private_network", &e);
+		cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", ok[i], &e), 0, "%s", e.msg);
+		cr_assert_eq(kiwi_egress_config_check(&c, &e), 0, "%s: %s", ok[i], e.msg);
+	}
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct kiwi_egress_config c = cfg();
+		kiwi_err e = { 0 };
+		kiwi_egress_config_add(&c, "egress", "private_network", &e);
+		cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", "10.0.0.0/8", &e), 0);
+		cr_assert_eq(kiwi_egress_config_add(&c, "allow-cidr", refused[i], &e), 0, "%s", e.msg);
+		cr_assert_eq(kiwi_egress_config_check(&c, &e), -1, "%s", refused[i]);
+		cr_assert(strstr(e.msg, refused[i]) && strstr(e.msg, "public_internet"), "%s", e.msg);
+	}
+}
+
+static int class6(const char *s, const char **range)
+{
+	uint8_t a[16];
+	cr_assert_eq(inet_pton(AF_INET6, s, a), 1, "%s", s);
+	return kiwi_egress_classify(6, a, range);
+}
+
+Test(egress, address_classes6)
+{
+	static const struct { const char *addr; int k; const char *range; } v[] = {
+		{ "::", KIWI_ADDR_NEVER, "unspecified" },       { "::1", KIWI_ADDR_NEVER, "loopback" },
+		{ "fe80::1", KIWI_ADDR_NEVER, "link_local" },    { "ff02::1", KIWI_ADDR_NEVER, "multicast" },
+		{ "fd00:ec2::254", KIWI_ADDR_NEVER, "metadata" },
+		{ "::ffff:169.254.169.254", KIWI_ADDR_NEVER, "ipv4_mapped" },
+		{ "64:ff9b::a9fe:a9fe", KIWI_ADDR_NEVER, "nat64" }, { "64:ff9b:1::1", KIWI_ADDR_NEVER, "nat64" },
+		{ "2002:a9fe:a9fe::", KIWI_ADDR_NEVER, "6to4" }, { "::10.0.0.1", KIWI_ADDR_NEVER, "ipv4_compatible" },
+		{ "fd00:ec2::253", KIWI_ADDR_SPECIAL, "private" }, { "fc00::1", KIWI_ADDR_SPECIAL, "private" },
+		{ "100::1", KIWI_ADDR_SPECIAL, "discard" },      { "2001:db8::10", KIWI_ADDR_SPECIAL, "documentation" },
+		{ "2a00:5::5", KIWI_ADDR_PUBLIC, NULL },          { "2001:4860::1", KIWI_ADDR_PUBLIC, NULL },
+		{ "64:ff9c::1", KIWI_ADDR_PUBLIC, NULL },         { "2003::1", KIWI_ADDR_PUBLIC, NULL },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		const char *range;
+		cr_assert_eq(class6(v[i].addr, &range), v[i].k, "%s", v[i].addr);
+		cr_assert(v[i].range ? range && !strcmp(range, v[i].range) : !range, "%s: %s", v[i].addr,
+			  range ? range : "(null)");
+	}
 }
 
 Test(egress, address_classes)

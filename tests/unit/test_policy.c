@@ -236,7 +236,10 @@ Test(policy, network_errors)
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"dns\": \"127.0.0.1\"}}}",
 		       "`install.egress.dns` `127.0.0.1`: the sandbox can never reach this address");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"dns\": \"::1\"}}}",
-		       "IPv6 is not supported");
+		       "the resolver must be an IPv4 address");
+	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"mode\": \"private_network\", "
+		       "\"allow_cidr\": [\"10.0.0.0/8\", \"0.0.0.0/0\"]}}}",
+		       "`install.egress`: --allow-cidr `0.0.0.0/0` is not private");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"mode\": \"host_allowlist\"}}}",
 		       "`install.egress.mode` host_allowlist needs at least one `install.egress.allow_host`");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"mode\": \"private_network\"}}}",
