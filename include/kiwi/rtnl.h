@@ -23,6 +23,9 @@ void kiwi_rtnl_closep(struct mnl_socket **nl);
  * place ~0.8 ms). Returns NAME's ifindex. */
 int kiwi_rtnl_veth_create(struct mnl_socket *nl, const char *name, const char *peer,
 			  int netns_fd, kiwi_err *err);
+/* The same with both ends' MAC addresses chosen (NULL: the kernel's). */
+int kiwi_rtnl_veth_create_mac(struct mnl_socket *nl, const char *name, const char *peer, int netns_fd,
+			      const uint8_t *mac, const uint8_t *peer_mac, kiwi_err *err);
 
 /* An IPv6 address for kiwi_rtnl_configure(), network order. */
 struct kiwi_rtnl_ip6 {
@@ -30,6 +33,11 @@ struct kiwi_rtnl_ip6 {
 	unsigned prefix;
 	uint8_t gateway[16];
 	bool has_gateway;
+	/* a permanent neighbour entry: the other end's address and MAC, so
+	 * that no neighbour discovery is needed (its first solicitation is
+	 * sometimes lost on a fresh veth, which costs a 1 s retransmit) */
+	uint8_t neigh[16], neigh_mac[6];
+	bool has_neigh;
 };
 
 /* One batch: ADDR/PREFIX on ifindex, no IPv6 link-local address, v6's

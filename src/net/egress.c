@@ -310,13 +310,25 @@ static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
 	return 0;
 }
 
+/* Each end's MAC, from its IPv4 address (locally administered, unique
+ * per end): both sides know the other's without asking, for the
+ * permanent IPv6 neighbour entries. */
+static void mac_of(uint32_t addr, uint8_t mac[6])
+{
+	const uint8_t m[6] = { 0x02, 0x6b, (uint8_t)(addr >> 24), (uint8_t)(addr >> 16), (uint8_t)(addr >> 8),
+			       (uint8_t)addr };
+	memcpy(mac, m, 6);
+}
+
 static const struct kiwi_rtnl_ip6 *ip6_of(const struct kiwi_egress_child *c, struct kiwi_rtnl_ip6 *v6, bool sandbox)
 {
 	if (!c->prefix6)
 		return NULL;
-	*v6 = (struct kiwi_rtnl_ip6){ .prefix = c->prefix6, .has_gateway = sandbox };
+	*v6 = (struct kiwi_rtnl_ip6){ .prefix = c->prefix6, .has_gateway = sandbox, .has_neigh = true };
 	memcpy(v6->addr, sandbox ? c->addr6 : c->gateway6, 16);
 	memcpy(v6->gateway, c->gateway6, 16);
+	memcpy(v6->neigh, sandbox ? c->gateway6 : c->addr6, 16);
+	mac_of(sandbox ? c->gateway : c->addr, v6->neigh_mac);
 	return v6;
 }
 
@@ -471,12 +483,15 @@ static int sandbox_end(struct kiwi_egress *e, struct mnl_socket *nl, int *index,
 /* The pair, its peer made directly in the sandbox's netns ns. */
 static int make_veth(struct kiwi_egress *e, struct mnl_socket *nl, int ns, kiwi_err *err)
 {
-	int index = kiwi_rtnl_veth_create(nl, e->host_if, PEER_NAME, ns, err);
+	uint8_t mac[6], peer_mac[6];
+	mac_of(e->block + 1, mac);
+	mac_of(e->block + 2, peer_mac);
+	int index = kiwi_rtnl_veth_create_mac(nl, e->host_if, PEER_NAME, ns, mac, peer_mac, err);
 	if (index < 0 && err->errnum == EEXIST) {
 		/* a dead run's, whose block we now hold */
 		if (kiwi_rtnl_link_del(nl, e->host_if, err) < 0)
 			return -1;
-		index = kiwi_rtnl_veth_create(nl, e->host_if, PEER_NAME, ns, err);
+		index = kiwi_rtnl_veth_create_mac(nl, e->host_if, PEER_NAME, ns, mac, peer_mac, err);
 	}
 	if (index < 0)
 		return -1;

@@ -8,6 +8,7 @@
 #include <linux/if.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
+#include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <stdbool.h>
@@ -117,8 +118,16 @@ static void put_no_ipv6(struct nlmsghdr *nlh)
 int kiwi_rtnl_veth_create(struct mnl_socket *nl, const char *name, const char *peer,
 			  int netns_fd, kiwi_err *err)
 {
+	return kiwi_rtnl_veth_create_mac(nl, name, peer, netns_fd, NULL, NULL, err);
+}
+
+int kiwi_rtnl_veth_create_mac(struct mnl_socket *nl, const char *name, const char *peer, int netns_fd,
+			      const uint8_t *mac, const uint8_t *peer_mac, kiwi_err *err)
+{
 	char buf[RTNL_BUF] = { 0 };
 	struct nlmsghdr *nlh = put_link(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0, name);
+	if (mac)
+		mnl_attr_put(nlh, IFLA_ADDRESS, 6, mac);
 	struct nlattr *info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
 	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
 	struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -127,6 +136,8 @@ int kiwi_rtnl_veth_create(struct mnl_socket *nl, const char *name, const char *p
 	nlh->nlmsg_len += MNL_ALIGN(sizeof(struct ifinfomsg));
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, peer);
 	mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)netns_fd);
+	if (peer_mac)
+		mnl_attr_put(nlh, IFLA_ADDRESS, 6, peer_mac);
 	mnl_attr_nest_end(nlh, peer_nest);
 	mnl_attr_nest_end(nlh, data);
 	mnl_attr_nest_end(nlh, info);
@@ -199,34 +210,51 @@ static void put_addr6(char *buf, int ifindex, const struct kiwi_rtnl_ip6 *v6)
 	mnl_attr_put(nlh, IFA_ADDRESS, 16, v6->addr);
 }
 
+static void put_neigh6(char *buf, int ifindex, const struct kiwi_rtnl_ip6 *v6)
+{
+	struct nlmsghdr *nlh = put_request(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE);
+	struct ndmsg *ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
+	ndm->ndm_family = AF_INET6;
+	ndm->ndm_ifindex = ifindex;
+	ndm->ndm_state = NUD_PERMANENT;
+	mnl_attr_put(nlh, NDA_DST, 16, v6->neigh);
+	mnl_attr_put(nlh, NDA_LLADDR, 6, v6->neigh_mac);
+}
+
 int kiwi_rtnl_configure(struct mnl_socket *nl, int ifindex, uint32_t addr, unsigned prefix,
 			uint32_t gateway, const struct kiwi_rtnl_ip6 *v6, kiwi_err *err)
 {
 	static const char *const names[] = { "turn IPv6 link-local off", "add the address",
-					     "add the IPv6 address", "bring the link up",
-					     "add the default route", "add the IPv6 default route" };
+					     "bring the link up", "add the IPv6 address",
+					     "add the default route", "add the IPv6 neighbour",
+					     "add the IPv6 default route" };
 	char buf[RTNL_BUF] = { 0 };
 	const char *what[KIWI_ARRAY_SIZE(names)];
 	unsigned n = 0;
 	struct mnl_nlmsg_batch *b = mnl_nlmsg_batch_start(buf, sizeof(buf));
 	uint32_t seq0 = 0;
 	bool has6 = access("/proc/sys/net/ipv6", F_OK) == 0;
-	/* Link-local off while the link is still down. The stacks add the
-	 * connected routes only once the link is up, and the gateways need
-	 * them: addresses, up, then the routes. */
+	/* Link-local off while the link is still down. The IPv4 stack adds
+	 * the connected route only once the link is up, and the gateways
+	 * need them: address, up, then the routes. The IPv6 address comes
+	 * after up: added to a link that is down, it waits, tentative, for a
+	 * random part of rtr_solicit_delay (up to 1 s) once the link comes
+	 * up, nodad or not, and the first packets' answers are lost. */
 	for (unsigned step = 0; step < KIWI_ARRAY_SIZE(names); step++) {
 		char *m = mnl_nlmsg_batch_current(b);
 		if (step == 0 && has6)
 			put_no_ipv6(put_link(m, RTM_NEWLINK, 0, ifindex, NULL));
 		else if (step == 1)
 			put_addr(m, ifindex, addr, prefix);
-		else if (step == 2 && has6 && v6)
-			put_addr6(m, ifindex, v6);
-		else if (step == 3)
+		else if (step == 2)
 			put_setlink_up(m, ifindex);
+		else if (step == 3 && has6 && v6)
+			put_addr6(m, ifindex, v6);
 		else if (step == 4 && gateway)
 			put_default_route(m, AF_INET, ifindex, &(uint32_t){ htonl(gateway) });
-		else if (step == 5 && has6 && v6 && v6->has_gateway)
+		else if (step == 5 && has6 && v6 && v6->has_neigh)
+			put_neigh6(m, ifindex, v6);
+		else if (step == 6 && has6 && v6 && v6->has_gateway)
 			put_default_route(m, AF_INET6, ifindex, v6->gateway);
 		else
 			continue;

@@ -8,10 +8,21 @@ import subprocess
 
 import pytest
 
-from checks import FAST_MS, REFUSED, connected, denied_fast
+from checks import FAST_MS, REFUSED, connected
 from fakenet import HOST_UPLINK6
 
 POOL6 = "fd6b:6977:6900::"
+# The first IPv6 connection of a fresh sandbox sometimes loses its first
+# reset and waits one SYN retransmit (1 s): measured 4 runs in 100
+# (egresstool, fd00:ec2::254), cause not found. A drop would wait for
+# netprobe's 3 s timeout: 1.5 s still tells a reject from a drop.
+FAST6_MS = 1500
+
+
+def denied_fast(res, what):
+    assert not res["ok"], f"{what} should be denied: {res}"
+    assert res["errno"] in REFUSED, f"{what} should be rejected, not dropped: {res}"
+    assert res["ms"] < FAST6_MS, f"{what} took {res['ms']} ms to fail"
 
 
 def rules(rep):
