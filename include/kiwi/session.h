@@ -55,6 +55,7 @@ struct kiwi_session_evidence {
 	int cgroup_removed;       /* 1, 0, or -1: there was none */
 	int network_removed;      /* 1, 0, or -1: there was none */
 	bool socket_removed;
+	const char *workspace;    /* "landed", "discarded", "failed", or NULL: none */
 	kiwi_err cleanup_error;   /* errnum 0: none */
 };
 

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "run.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/policy.h"
 #include "kiwi/registry.h"
 #include "kiwi/sandbox.h"
@@ -131,9 +132,14 @@ static int listen_on(const char *path, kiwi_err *err)
 
 /* The supervisor's last word, for destroy: what is left of the session. */
 static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
-			   const char *sock_path, int release_rc, const kiwi_err *release_err)
+			   const char *sock_path, int run_rc, int release_rc, const kiwi_err *release_err)
 {
 	struct kiwi_session_evidence ev = { .reason = h->end_reason ? h->end_reason : "killed" };
+	bool layered = false;
+	for (size_t i = 0; i < s->a.cfg.n_binds; i++)
+		layered |= s->a.cfg.binds[i].layered && !s->a.cfg.binds[i].read_only;
+	if (layered)
+		ev.workspace = run_rc < 0 ? "failed" : s->a.cfg.ws_mode == KIWI_WS_DISCARD ? "discarded" : "landed";
 	/* The kernel kills the rest of the namespace when pid 1 goes; a
 	 * moment may pass before the last of them is gone. */
 	for (int i = 0; i < 200; i++) {
@@ -158,6 +164,8 @@ static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, 
 	ev.socket_removed = lstat(sock_path, &st) < 0 && errno == ENOENT;
 	if (s->res.cleanup_failed)
 		ev.cleanup_error = s->res.cleanup_error;
+	else if (layered && run_rc < 0)
+		ev.cleanup_error = s->err;
 	else if (release_rc < 0)
 		ev.cleanup_error = *release_err;
 	if (h->destroy_fd < 0)
@@ -226,7 +234,7 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 	}
 	kiwi_err rerr = { 0 };
 	int rr = kiwi_sandbox_result_release(&s->res, &rerr);
-	answer_destroy(s, h, ctx.pidns, ctx.mntns, sock_path, rr, &rerr);
+	answer_destroy(s, h, ctx.pidns, ctx.mntns, sock_path, r, rr, &rerr);
 	_exit(0);
 }
 
@@ -249,7 +257,9 @@ static int session_create(int argc, char **argv)
 	if (check_create_args(&s.a) != 0)
 		return KIWI_EXIT_FAILED;
 	if (o.workspace) {
-		if (run_args_add_bind(&s.a, o.workspace, WORKSPACE, false) < 0) {
+		/* In the session's layer, bounded by --disk; its changes land
+		 * on the host directory when the session ends (--workspace-mode). */
+		if (run_args_add_workspace(&s.a, o.workspace, WORKSPACE) < 0) {
 			kiwi_cli_print_error(&s.a.err);
 			return KIWI_EXIT_FAILED;
 		}

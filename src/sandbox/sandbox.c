@@ -627,7 +627,8 @@ static void finish(struct follow *f)
 	/* Two streams to one stalled reader stall together: the longer. */
 	res->output_stalled_ns = f->out.stalled_ns > f->errout.stalled_ns ? f->out.stalled_ns : f->errout.stalled_ns;
 	res->output_dropped = f->out.dropped + f->errout.dropped;
-	if (!f->failed && !f->exited && !res->killed_whole)
+	/* A session's pid 1 runs no command: it leaves when told to. */
+	if (!f->failed && !f->exited && !res->killed_whole && !(f->session && f->killing))
 		f->failed = kiwi_error(f->err, 0, "init", "the sandbox's init ended without reporting the command") < 0;
 }
 

@@ -100,6 +100,7 @@ char *kiwi_session_evidence_json(const char *id, const struct kiwi_session_evide
 		return NULL;
 	bool clean = ev->processes_left == 0 && ev->mount_ns_users == 0 && ev->cgroup_removed != 0 &&
 		     ev->network_removed != 0 && ev->socket_removed && !ev->cleanup_error.errnum &&
+		     !(ev->workspace && !strcmp(ev->workspace, "failed")) &&
 		     !ev->cleanup_error.step[0];
 	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "id");
@@ -116,6 +117,8 @@ char *kiwi_session_evidence_json(const char *id, const struct kiwi_session_evide
 	write_tristate(w, "network_removed", ev->network_removed);
 	kiwi_jw_key(w, "socket_removed");
 	kiwi_jw_bool(w, ev->socket_removed);
+	kiwi_jw_key(w, "workspace");
+	kiwi_jw_string(w, ev->workspace);
 	kiwi_jw_key(w, "cleanup_error");
 	if (ev->cleanup_error.step[0]) {
 		char text[1024];

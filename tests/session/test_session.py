@@ -182,3 +182,40 @@ def test_many_cycles_leave_nothing(kiwi):
     # Others may run sandboxes meanwhile: only our ids count.
     left = {p.name for p in registry_dirs(kiwi) if p.name[:12] in ids}
     assert not left, left
+
+
+def workspace(kiwi):
+    """An empty directory the mode's user owns, where it can reach it."""
+    import tempfile
+    ws = __import__("pathlib").Path(tempfile.mkdtemp(prefix="ws-", dir=kiwi.scratch))
+    ws.chmod(0o755)
+    os.chown(ws, kiwi.uid, kiwi.gid)
+    return ws
+
+
+def test_workspace_is_bounded_and_lands_at_the_end(session, kiwi):
+    ws = workspace(kiwi)
+    (ws / "kept").write_text("host\n")
+    os.chown(ws / "kept", kiwi.uid, kiwi.gid)
+    s = session("--workspace", ws, "--disk", "8M")
+    r = s.sh("echo changed > kept; echo new > made")
+    assert r.returncode == 0, explain(r)
+    assert (ws / "kept").read_text() == "host\n" and not (ws / "made").exists(), \
+        "the workspace was written in place, not in the session's layer"
+    p, v = s.exec_verdict("/bin/sh", "-c", "head -c 12000000 /dev/zero > big; echo $? >&2")
+    assert p.stderr.strip() != "0" and v["disk_full"], explain(p)
+    assert s.exec("rm", "big").returncode == 0
+    r = s.destroy()
+    ev = json.loads(r.stdout)
+    assert r.returncode == 0 and ev["workspace"] == "landed" and ev["clean"], explain(r)
+    assert (ws / "kept").read_text() == "changed\n" and (ws / "made").read_text() == "new\n"
+    assert not (ws / "big").exists()
+
+
+def test_workspace_discarded(session, kiwi):
+    ws = workspace(kiwi)
+    s = session("--workspace", ws, "--workspace-mode", "discard")
+    assert s.sh("echo gone > made").returncode == 0
+    r = s.destroy()
+    assert r.returncode == 0 and json.loads(r.stdout)["workspace"] == "discarded", explain(r)
+    assert list(ws.iterdir()) == []
