@@ -7,6 +7,7 @@ import errno
 import json
 import shlex
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -177,3 +178,22 @@ def test_every_http_request_on_a_connection_is_checked(egress, scratch):
     refused = [(l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
     assert refused == [("shared.test", "not_allowed"), ("shared.test", "not_allowed"), (None, "no_name"),
                        ("good.test", "http_unframed")], refused
+
+
+def test_each_sandbox_has_its_own_gate(egress, scratch):
+    """An address is open only for the sandbox it was given to: a second
+    sandbox running at the same time, which never asked, is refused."""
+    p = egress.tools["netprobe"]
+    a = f"{p} resolve good.test; sleep 2; {p} tls 203.0.113.10 443 good.test"
+    b = f"sleep 1; {p} tls 203.0.113.10 443 good.test; {p} resolve good.test; {p} tls 203.0.113.10 443 good.test"
+    opts = [*NAMES, "--allow-host", "good.test"]
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(egress.run, opts, ["/bin/sh", "-c", script]) for script in (a, b)]
+        (ra, repa), (rb, repb) = (f.result() for f in runs)
+    assert ra.returncode == 0 and rb.returncode == 0, (ra.stderr, rb.stderr)
+    resa = [json.loads(l) for l in ra.stdout.splitlines()]
+    resb = [json.loads(l) for l in rb.stdout.splitlines()]
+    assert repa["gateway"] != repb["gateway"]
+    connected(resa[1], "the sandbox that resolved the name")
+    reset(resb[0], "the other sandbox, before it asked")
+    connected(resb[2], "the other sandbox, once it asked its own gate")
