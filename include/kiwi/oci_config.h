@@ -59,6 +59,15 @@ struct kiwi_oci_device {
 	uint32_t uid, gid;
 };
 
+/* One rule of linux.resources.devices. */
+struct kiwi_oci_device_rule {
+	bool allow;
+	char type;                 /* 'a', 'c' or 'b' */
+	int64_t major, minor;      /* -1: any */
+	unsigned access;           /* KIWI_OCI_DEV_* */
+};
+enum { KIWI_OCI_DEV_READ = 1, KIWI_OCI_DEV_WRITE = 2, KIWI_OCI_DEV_MKNOD = 4 };
+
 struct kiwi_oci_hook {
 	const char *path;
 	char **argv;               /* NULL-terminated; default { path } */
@@ -140,6 +149,8 @@ struct kiwi_oci_config {
 	size_t n_masked_paths, n_readonly_paths;
 	struct kiwi_oci_device *devices;
 	size_t n_devices;
+	struct kiwi_oci_device_rule *device_rules;
+	size_t n_device_rules;
 	const char **sysctl;       /* key, value, key, value..., NULL */
 	size_t n_sysctl;
 	const char **unified;      /* linux.resources.unified: file, value..., NULL; limits.unified */
@@ -172,6 +183,11 @@ const char *kiwi_oci_cap_name(int cap);
 const char *kiwi_oci_rlimit_name(int resource);
 /* Number of capabilities kiwi-run knows by name. */
 int kiwi_oci_cap_count(void);
+/* The access linux.resources.devices leaves to a device node (KIWI_OCI_DEV_*),
+ * as runc reads the rules: in order, the last match wins, everything
+ * allowed before the first; the default nodes and linux.devices are
+ * allowed after them, as runc appends their rules. */
+unsigned kiwi_oci_device_access(const struct kiwi_oci_config *c, char type, int64_t major, int64_t minor);
 /* An annotation's value, or NULL. */
 const char *kiwi_oci_annotation(const struct kiwi_oci_config *c, const char *key);
 const char *kiwi_oci_hook_kind_name(enum kiwi_oci_hook_kind k);

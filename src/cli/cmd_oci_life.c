@@ -134,13 +134,18 @@ int kiwi_oci_cmd_start(int argc, char **argv)
 
 /* The signals run and exec pass on to the process, blocked and read
  * through a signalfd. */
-static int forwarded_signals(void)
+static void forwarded_set(sigset_t *set)
 {
 	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
-	sigset_t set;
-	sigemptyset(&set);
+	sigemptyset(set);
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fwd); i++)
-		sigaddset(&set, fwd[i]);
+		sigaddset(set, fwd[i]);
+}
+
+static int forwarded_signals(void)
+{
+	sigset_t set;
+	forwarded_set(&set);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
@@ -240,6 +245,14 @@ int kiwi_oci_cmd_run(int argc, char **argv)
 	if (parse_create("run", argc, argv, true, &a))
 		return 1;
 	a.o.for_run = !a.detach;
+	if (!a.detach) {
+		/* Blocked from here on, so that a signal sent once the program
+		 * runs (or sooner) waits to be forwarded instead of ending us.
+		 * The init and the hooks unblock everything for themselves. */
+		sigset_t set;
+		forwarded_set(&set);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+	}
 	_cleanup_close_ int master = -1;
 	if (!a.detach && !a.o.console_socket)
 		a.o.console_master = &master;

@@ -738,6 +738,72 @@ static int parse_unified(struct parser *p, const kiwi_json *v)
 	return 0;
 }
 
+/* linux.resources.devices: enforced by the nodes kiwi-run places and the
+ * mounts it makes nodev (kiwi-run-oci(1), DEVICES), so only read. */
+static int parse_device_rules(struct parser *p, const kiwi_json *v)
+{
+	struct kiwi_oci_config *c = p->c;
+	if (!v || kiwi_json_type_of(v) == KIWI_JSON_NULL)
+		return 0;
+	if (want_type(p, v, KIWI_JSON_ARRAY, "linux.resources.devices") < 0)
+		return -1;
+	c->device_rules = calloc(kiwi_json_len(v) + 1, sizeof(*c->device_rules));
+	if (!c->device_rules)
+		return kiwi_error(p->err, ENOMEM, "config", "cannot allocate the device rules");
+	for (size_t i = 0; i < kiwi_json_len(v); i++) {
+		const kiwi_json *d = kiwi_json_at(v, i);
+		struct kiwi_oci_device_rule *r = &c->device_rules[c->n_device_rules++];
+		char where[48];
+		snprintf(where, sizeof(where), "linux.resources.devices[%zu]", i);
+		const char *type = NULL, *access = NULL;
+		long long n;
+		bool set;
+		if (want_type(p, d, KIWI_JSON_OBJECT, where) < 0 || opt_bool(p, d, "allow", where, &r->allow) < 0 ||
+		    opt_string(p, d, "type", where, &type) < 0 || opt_string(p, d, "access", where, &access) < 0)
+			return -1;
+		if (type && (strlen(type) != 1 || !strchr("acb", type[0])))
+			return bad(p, where, "type `%s` is not a, c or b", type);
+		r->type = type ? type[0] : 'a';
+		if (opt_int(p, d, "major", where, -1, 0xfff, &n, &set) < 0)
+			return -1;
+		r->major = set ? n : -1;
+		if (opt_int(p, d, "minor", where, -1, 0xfffff, &n, &set) < 0)
+			return -1;
+		r->minor = set ? n : -1;
+		for (const char *a = access ? access : "rwm"; *a; a++) {
+			const char *at = strchr("rwm", *a);
+			if (!at)
+				return bad(p, where, "access `%s` is not made of r, w and m", access);
+			r->access |= 1u << (at - "rwm");
+		}
+	}
+	return 0;
+}
+
+static bool rule_matches(const struct kiwi_oci_device_rule *r, char type, int64_t major, int64_t minor)
+{
+	return (r->type == 'a' || r->type == type) && (r->major < 0 || r->major == major) &&
+	       (r->minor < 0 || r->minor == minor);
+}
+
+unsigned kiwi_oci_device_access(const struct kiwi_oci_config *c, char type, int64_t major, int64_t minor)
+{
+	/* runc's default nodes, with /dev/console, the ptys and tun. */
+	static const int64_t always[][2] = { { 1, 3 }, { 1, 5 }, { 1, 7 }, { 1, 8 }, { 1, 9 }, { 5, 0 },
+					     { 5, 1 }, { 5, 2 }, { 136, -1 }, { 10, 200 } };
+	unsigned all = KIWI_OCI_DEV_READ | KIWI_OCI_DEV_WRITE | KIWI_OCI_DEV_MKNOD, got = all;
+	for (size_t i = 0; i < c->n_device_rules; i++)
+		if (rule_matches(&c->device_rules[i], type, major, minor))
+			got = c->device_rules[i].allow ? got | c->device_rules[i].access : got & ~c->device_rules[i].access;
+	for (size_t i = 0; type == 'c' && i < KIWI_ARRAY_SIZE(always); i++)
+		if (always[i][0] == major && (always[i][1] < 0 || always[i][1] == minor))
+			return all;
+	for (size_t i = 0; i < c->n_devices; i++)
+		if (c->devices[i].type == type && c->devices[i].major == major && c->devices[i].minor == minor)
+			return all;
+	return got;
+}
+
 static int parse_resources(struct parser *p, const kiwi_json *r)
 {
 	long long n;
@@ -774,9 +840,8 @@ static int parse_resources(struct parser *p, const kiwi_json *r)
 			if (refuse_if_set(p, bio, refused[i], "linux.resources.blockIO", "is not supported by kiwi-run") < 0)
 				return -1;
 	}
-	/* linux.resources.devices is enforced otherwise (kiwi-run-oci(1),
-	 * DEVICES): no new device node can be made, every mount but the
-	 * container's /dev is nodev. */
+	if (parse_device_rules(p, kiwi_json_get(r, "devices")) < 0)
+		return -1;
 	static const char *const refused[] = { "hugepageLimits", "network", "rdma" };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(refused); i++)
 		if (refuse_if_set(p, r, refused[i], "linux.resources", "is not supported by kiwi-run") < 0)
@@ -1140,6 +1205,7 @@ void kiwi_oci_config_free(struct kiwi_oci_config *c)
 	free(c->masked_paths);
 	free(c->readonly_paths);
 	free(c->devices);
+	free(c->device_rules);
 	free(c->sysctl);
 	free(c->unified);
 	for (size_t k = 0; k < KIWI_OCI_HOOK_KINDS; k++) {

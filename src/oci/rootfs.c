@@ -66,7 +66,26 @@ static int bind_tree(const char *source, bool recursive, kiwi_err *err)
  * the namespace's root may not reach (a 0700 directory of the host's
  * root) is the clone the parent opened, which, made in the host's mount
  * namespace, takes its options only once attached in ours. */
-static int mount_bind(int rootfd, const struct kiwi_oci_mount *m, int parent_tree, kiwi_err *err)
+/* A bound device node keeps dev when linux.resources.devices lets it be
+ * read and written, becomes nodev (open fails) when neither; read or write
+ * alone cannot be enforced without a device cgroup program: refused. */
+static int device_bind_attrs(const struct kiwi_oci_config *cfg, const struct kiwi_oci_mount *m,
+			     const struct stat *st, uint64_t *extra, kiwi_err *err)
+{
+	unsigned rw = KIWI_OCI_DEV_READ | KIWI_OCI_DEV_WRITE;
+	unsigned got = kiwi_oci_device_access(cfg, S_ISBLK(st->st_mode) ? 'b' : 'c', major(st->st_rdev),
+					      minor(st->st_rdev)) & rw;
+	*extra = got ? 0 : MOUNT_ATTR_NODEV;
+	if (got && got != rw)
+		return kiwi_error(err, EINVAL, "devices",
+				  "linux.resources.devices lets `%s` (%u:%u) be %s only, which kiwi-run cannot "
+				  "enforce (it has no device cgroup program): allow rw, or deny both",
+				  m->source, major(st->st_rdev), minor(st->st_rdev), got == KIWI_OCI_DEV_READ ? "read" : "written");
+	return 0;
+}
+
+static int mount_bind(int rootfd, const struct kiwi_oci_config *cfg, const struct kiwi_oci_mount *m, int parent_tree,
+		      kiwi_err *err)
 {
 	/* An idmapped one exists only as the parent's clone. */
 	_cleanup_close_ int tree = m->idmap ? -1 : bind_tree(m->source, m->recursive, err);
@@ -82,13 +101,15 @@ static int mount_bind(int rootfd, const struct kiwi_oci_mount *m, int parent_tre
 		return -1;
 	if (fstat(tree, &st) < 0)
 		return kiwi_error(err, errno, "mount", "cannot stat bind source `%s`", m->source);
-	bool device = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
-	if (!late && set_attrs(tree, m, device ? 0 : MOUNT_ATTR_NODEV, m->recursive, err) < 0)
+	uint64_t extra = MOUNT_ATTR_NODEV;
+	if ((S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) && device_bind_attrs(cfg, m, &st, &extra, err) < 0)
+		return -1;
+	if (!late && set_attrs(tree, m, extra, m->recursive, err) < 0)
 		return -1;
 	_cleanup_close_ int target = ensure_in_root(rootfd, m->destination, S_ISDIR(st.st_mode), err);
 	if (target < 0 || attach(tree, target, m->destination, err) < 0)
 		return -1;
-	return late ? set_attrs(tree, m, device ? 0 : MOUNT_ATTR_NODEV, m->recursive, err) : 0;
+	return late ? set_attrs(tree, m, extra, m->recursive, err) : 0;
 }
 
 /* A new filesystem instance with the mount's data options. */
@@ -233,7 +254,7 @@ int kiwi_oci_prepare_rootfs(const struct kiwi_oci_config *cfg, const char *rootf
 		const struct kiwi_oci_mount *m = &cfg->mounts[i];
 		if (!strcmp(m->destination, "/dev") && m->bind)
 			dev_bound = true;
-		if ((m->bind ? mount_bind(rootfd, m, bind_trees ? bind_trees[i] : -1, err) : mount_fs(rootfd, m, err)) < 0)
+		if ((m->bind ? mount_bind(rootfd, cfg, m, bind_trees ? bind_trees[i] : -1, err) : mount_fs(rootfd, m, err)) < 0)
 			return -1;
 	}
 	if (!dev_bound && default_devices(rootfd, err) < 0)

@@ -248,3 +248,40 @@ def test_idmapped_bind(rt, bundle, tmp_path, option, own_maps):
     assert r.step("write", "/mnt/a/new")["ok"], r
     assert (src / "new").stat().st_uid == 0, "written as the host's root through the idmapping"
     assert not r.step("write", "/mnt/b/other")["ok"]
+
+
+def test_device_rules_on_a_bound_node(rt, bundle):
+    """linux.resources.devices governs a device node bound in from the host:
+    allowed, it reads; denied, opening it fails (runc and crun: a device
+    cgroup program; kiwi-run: the bind is nodev)."""
+    node = "/dev/cpu_dma_latency"
+    if not os.path.exists(node):
+        pytest.skip(f"no {node} here")
+    minor = os.minor(os.stat(node).st_rdev)
+    bundle.add_mount("/mnt/file", "bind", node, ["bind"])
+    bundle.linux["resources"] = {"devices": [{"allow": True, "access": "rwm"}]}
+    r = rt.run(bundle.args("read=/mnt/file"))
+    assert r.rc == 0 and r.step("read")["ok"], r
+    bundle.linux["resources"]["devices"].append(
+        {"allow": False, "type": "c", "major": 10, "minor": minor, "access": "rw"})
+    r = rt.run(bundle.args("read=/mnt/file"))
+    assert r.rc == 0, r
+    assert not r.step("read")["ok"] and r.step("read")["errno"] in (1, 13), r  # EPERM, EACCES
+
+
+def test_linux_devices_created(rt, bundle):
+    """linux.devices: the node made with its type, numbers, mode and owner,
+    and usable (here a char node with /dev/null's numbers, and a fifo)."""
+    bundle.linux["devices"] = [
+        {"path": "/dev/kiwi-null", "type": "c", "major": 1, "minor": 3, "fileMode": 0o622,
+         "uid": 5, "gid": 6},
+        {"path": "/dev/sub/kiwi-fifo", "type": "p", "fileMode": 0o600},
+    ]
+    r = rt.run(bundle.args("stat=/dev/kiwi-null", "write=/dev/kiwi-null", "stat=/dev/sub/kiwi-fifo"))
+    assert r.rc == 0, r
+    st = r.step("stat", "/dev/kiwi-null")
+    assert (st["type"], st["major"], st["minor"]) == ("char", 1, 3), st
+    assert (st["mode"], st["uid"], st["gid"]) == (0o622, 5, 6), st
+    assert r.step("write")["ok"], r
+    fifo = r.step("stat", "/dev/sub/kiwi-fifo")
+    assert (fifo["type"], fifo["mode"]) == ("fifo", 0o600), fifo

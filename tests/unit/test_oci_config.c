@@ -276,6 +276,25 @@ Test(oci_config, unknown_capability_is_skipped)
 	kiwi_oci_config_free(c);
 }
 
+Test(oci_config, device_rules_read_as_runc)
+{
+	kiwi_err e;
+	struct kiwi_oci_config *c = parse("{" BASE ",\"linux\":{\"namespaces\":[{\"type\":\"mount\"}],"
+					  "\"devices\":[{\"path\":\"/dev/x\",\"type\":\"c\",\"major\":7,\"minor\":7}],"
+					  "\"resources\":{\"devices\":[{\"allow\":false,\"access\":\"rwm\"},"
+					  "{\"allow\":true,\"type\":\"c\",\"major\":10,\"access\":\"rw\"},"
+					  "{\"allow\":false,\"type\":\"c\",\"major\":10,\"minor\":5,\"access\":\"w\"}]}}}", &e);
+	cr_assert_not_null(c, "%s", e.msg);
+	cr_assert_eq(kiwi_oci_device_access(c, 'c', 10, 4), KIWI_OCI_DEV_READ | KIWI_OCI_DEV_WRITE);
+	cr_assert_eq(kiwi_oci_device_access(c, 'c', 10, 5), KIWI_OCI_DEV_READ, "the last match wins");
+	cr_assert_eq(kiwi_oci_device_access(c, 'b', 8, 0), 0);
+	cr_assert_eq(kiwi_oci_device_access(c, 'c', 1, 3) & KIWI_OCI_DEV_WRITE, KIWI_OCI_DEV_WRITE, "default nodes");
+	cr_assert_eq(kiwi_oci_device_access(c, 'c', 7, 7) & KIWI_OCI_DEV_READ, KIWI_OCI_DEV_READ, "linux.devices");
+	kiwi_oci_config_free(c);
+	refused("{" BASE ",\"linux\":{\"namespaces\":[{\"type\":\"mount\"}],\"resources\":{\"devices\":"
+		"[{\"allow\":true,\"access\":\"rx\"}]}}}", "not made of r, w and m");
+}
+
 Test(oci_config, ignores_unknown_keys)
 {
 	kiwi_err e;

@@ -402,3 +402,18 @@ def test_rlimit_named_in_its_error(oci):
     r = oci.cli("run", "-b", str(oci.bundle(cfg)), "rl")
     assert r.returncode != 0 and "RLIMIT_NOFILE" in r.stderr, r.stderr
     assert "rlimit 7" not in r.stderr
+
+
+def test_device_rule_it_cannot_enforce_is_refused(oci):
+    """Read or write alone on a bound device node needs a device cgroup
+    program, which kiwi-run has not: one line, nothing left behind."""
+    node = "/dev/cpu_dma_latency"
+    if oci.mode == "rootless" or not os.path.exists(node):
+        pytest.skip("needs root and a host node to bind")
+    cfg = oci.spec(["true"])
+    cfg["mounts"].append({"destination": "/mnt/dev", "type": "bind", "source": node, "options": ["bind"]})
+    cfg["linux"]["resources"] = {"devices": [{"allow": True, "access": "rwm"}, {
+        "allow": False, "type": "c", "major": 10, "minor": os.minor(os.stat(node).st_rdev), "access": "w"}]}
+    r = oci.cli("run", "-b", str(oci.bundle(cfg)), "devw")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "read only, which kiwi-run cannot enforce" in r.stderr, r.stderr
