@@ -101,6 +101,70 @@ static int open_xdg(const char *xdg, bool create, struct regdir *d, kiwi_err *er
 	return d->fd < 0 ? -1 : 0;
 }
 
+/* /tmp is sticky: only we can remove or rename a directory we own there.
+ * But anyone may take a name there first: when /tmp/kiwi-run-UID is not
+ * ours, the registry lives in /tmp/kiwi-run-UID.XXXXXX directories of
+ * ours instead, found by their owner and mode, never by name alone. */
+#define TMP_DIR "/tmp"
+
+static void tmp_primary(char *out, size_t len)
+{
+	snprintf(out, len, TMP_DIR "/kiwi-run-%u", (unsigned)geteuid());
+}
+
+/* The next directory of ours in /tmp named kiwi-run-UID.*, or -1. */
+static int next_fallback(DIR *tmp, struct regdir *d)
+{
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "kiwi-run-%u.", (unsigned)geteuid());
+	for (struct dirent *de; (de = readdir(tmp));) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
+			continue;
+		kiwi_err ignored;
+		snprintf(d->path, sizeof(d->path), TMP_DIR "/%s", de->d_name);
+		d->fd = open_sub(dirfd(tmp), de->d_name, d->path, false, 077, &ignored);
+		if (d->fd >= 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int open_fallback(bool create, struct regdir *d, kiwi_err *err)
+{
+	DIR *tmp = opendir(TMP_DIR);
+	int r = tmp ? next_fallback(tmp, d) : -1;
+	if (tmp)
+		closedir(tmp);
+	if (r == 0)
+		return 0;
+	if (!create)
+		return kiwi_error(err, ENOENT, "registry", "no registry directory of uid %u in " TMP_DIR,
+				  (unsigned)geteuid());
+	snprintf(d->path, sizeof(d->path), TMP_DIR "/kiwi-run-%u.XXXXXX", (unsigned)geteuid());
+	if (!mkdtemp(d->path))
+		return kiwi_error(err, errno, "registry", "cannot create `%s`", d->path);
+	d->fd = open_sub(AT_FDCWD, d->path, d->path, false, 077, err);
+	return d->fd < 0 ? -1 : 0;
+}
+
+static int open_tmp(bool create, struct regdir *d, kiwi_err *err)
+{
+	kiwi_err e = { 0 };
+	d->transient = true;
+	tmp_primary(d->path, sizeof(d->path));
+	d->fd = open_sub(AT_FDCWD, d->path, d->path, create, 077, &e);
+	if (d->fd >= 0)
+		return 0;
+	/* Not there (and not to be made): nothing registered. Anything
+	 * else there means someone else holds the name. */
+	if (e.errnum == ENOENT || (e.errnum != EPERM && e.errnum != ELOOP && e.errnum != ENOTDIR)) {
+		*err = e;
+		errno = e.errnum;
+		return -1;
+	}
+	return open_fallback(create, d, err);
+}
+
 /* The caller's registry directory. Without create, one that does not exist
  * gives -1 with errno ENOENT. */
 static int open_regdir(bool create, struct regdir *d, kiwi_err *err)
@@ -126,11 +190,7 @@ static int open_regdir(bool create, struct regdir *d, kiwi_err *err)
 		if (r <= 0)
 			return r;
 	}
-	/* /tmp is sticky: only we can remove or rename a directory we own there. */
-	snprintf(d->path, sizeof(d->path), "/tmp/kiwi-run-%u", (unsigned)geteuid());
-	d->transient = true;
-	d->fd = open_sub(AT_FDCWD, d->path, d->path, create, 077, err);
-	return d->fd < 0 ? -1 : 0;
+	return open_tmp(create, d, err);
 }
 
 /* ---- the state file ------------------------------------------------------- */
@@ -475,60 +535,92 @@ static int by_start(const void *a, const void *b)
 	return (x->started_ns > y->started_ns) - (x->started_ns < y->started_ns);
 }
 
-/* Opens the directory for reading; 1 when there is none (nothing to list). */
-static int open_for_reading(struct regdir *d, DIR **dir, kiwi_err *err)
+/* What a reader does with one registry directory: 0 to go on, 1 to stop,
+ * -1 on error. */
+typedef int (*regdir_fn)(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err);
+
+/* Calls fn with d open for reading, and closes it. */
+static int visit(struct regdir *d, regdir_fn fn, void *ctx, kiwi_err *err)
 {
-	kiwi_err e = { 0 };
-	if (open_regdir(false, d, &e) < 0) {
-		if (e.errnum == ENOENT)
-			return 1;
-		*err = e;
-		return -1;
-	}
 	int dup_fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
-	*dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	if (!*dir) {
+	DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!dir) {
 		if (dup_fd >= 0)
 			close(dup_fd);
 		close(d->fd);
 		return kiwi_error(err, errno, "registry", "cannot list `%s`", d->path);
+	}
+	int r = fn(d, dir, ctx, err);
+	closedir(dir);
+	close(d->fd);
+	return r;
+}
+
+/* Every registry directory of the caller: one, or in /tmp, ours of
+ * kiwi-run-UID and kiwi-run-UID.* (two first sandboxes may each have
+ * made one). None at all is nothing to read. */
+static int each_regdir(regdir_fn fn, void *ctx, kiwi_err *err)
+{
+	struct regdir d;
+	kiwi_err e = { 0 };
+	if (open_regdir(false, &d, &e) < 0 && e.errnum != ENOENT) {
+		*err = e;
+		return -1;
+	}
+	if (!d.transient)
+		return d.fd >= 0 && visit(&d, fn, ctx, err) < 0 ? -1 : 0;
+	if (d.fd >= 0)
+		close(d.fd);
+	char primary[64];
+	tmp_primary(primary, sizeof(primary));
+	d = (struct regdir){ .transient = true };
+	snprintf(d.path, sizeof(d.path), "%s", primary);
+	kiwi_err ignored;
+	d.fd = open_sub(AT_FDCWD, primary, primary, false, 077, &ignored);
+	int r = d.fd >= 0 ? visit(&d, fn, ctx, err) : 0;
+	DIR *tmp = r == 0 ? opendir(TMP_DIR) : NULL;
+	while (tmp && r == 0 && next_fallback(tmp, &d) == 0)
+		r = visit(&d, fn, ctx, err);
+	if (tmp)
+		closedir(tmp);
+	return r < 0 ? -1 : 0;
+}
+
+struct listing {
+	struct kiwi_registry_entry *v;
+	size_t count;
+};
+
+static int list_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
+{
+	struct listing *l = ctx;
+	struct kiwi_registry_entry one;
+	for (struct dirent *de; (de = readdir(dir));) {
+		int r;
+		if (!entry_name(de->d_name) || (r = read_entry(d->fd, de->d_name, &one, NULL, err)) == 0)
+			continue;
+		struct kiwi_registry_entry *grown = r > 0 ? realloc(l->v, (l->count + 1) * sizeof(*l->v)) : NULL;
+		if (!grown)
+			return r < 0 ? -1 : kiwi_error(err, ENOMEM, "registry", "out of memory");
+		l->v = grown;
+		l->v[l->count++] = one;
 	}
 	return 0;
 }
 
 int kiwi_registry_list(struct kiwi_registry_entry **out, size_t *n, kiwi_err *err)
 {
-	struct regdir d;
-	DIR *dir = NULL;
+	struct listing l = { 0 };
 	*out = NULL;
 	*n = 0;
-	int r = open_for_reading(&d, &dir, err);
-	if (r != 0)
-		return r < 0 ? -1 : 0;
-	struct kiwi_registry_entry *v = NULL, one;
-	size_t count = 0;
-	int rc = 0;
-	for (struct dirent *de; rc == 0 && (de = readdir(dir));) {
-		if (!entry_name(de->d_name) || (r = read_entry(d.fd, de->d_name, &one, NULL, err)) == 0)
-			continue;
-		struct kiwi_registry_entry *grown = r > 0 ? realloc(v, (count + 1) * sizeof(*v)) : NULL;
-		if (!grown) {
-			rc = r < 0 ? -1 : kiwi_error(err, ENOMEM, "registry", "out of memory");
-			continue;
-		}
-		v = grown;
-		v[count++] = one;
-	}
-	closedir(dir);
-	close(d.fd);
-	if (rc < 0) {
-		free(v);
+	if (each_regdir(list_in, &l, err) < 0) {
+		free(l.v);
 		return -1;
 	}
-	if (count)
-		qsort(v, count, sizeof(*v), by_start);
-	*out = v;
-	*n = count;
+	if (l.count)
+		qsort(l.v, l.count, sizeof(*l.v), by_start);
+	*out = l.v;
+	*n = l.count;
 	return 0;
 }
 
@@ -555,31 +647,31 @@ static bool stale_socket(int dirfd, const char *name)
 	return fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0;
 }
 
-int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
+static int gc_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 {
-	struct regdir d;
-	DIR *dir = NULL;
-	*removed = 0;
-	int r = open_for_reading(&d, &dir, err);
-	if (r != 0)
-		return r < 0 ? -1 : 0;
+	unsigned *removed = ctx;
+	(void)err;
 	for (struct dirent *de; (de = readdir(dir));) {
-		if (stale_socket(d.fd, de->d_name)) {
-			unlinkat(d.fd, de->d_name, 0);
+		if (stale_socket(d->fd, de->d_name)) {
+			unlinkat(d->fd, de->d_name, 0);
 			continue;
 		}
 		if (!entry_name(de->d_name))
 			continue;
-		_cleanup_close_ int fd = openat(d.fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int fd = openat(d->fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		/* Exclusive, so two gcs never both count one entry. */
-		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(d.fd, de->d_name, 0) == 0)
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(d->fd, de->d_name, 0) == 0)
 			(*removed)++;
 	}
-	closedir(dir);
-	close(d.fd);
-	if (d.transient)
-		rmdir(d.path);
+	if (d->transient)
+		rmdir(d->path);
 	return 0;
+}
+
+int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
+{
+	*removed = 0;
+	return each_regdir(gc_in, removed, err);
 }
 
 /* ---- kill ----------------------------------------------------------------- */
@@ -593,35 +685,43 @@ bool kiwi_registry_signal_ok(int sig)
 	return false;
 }
 
+struct search {
+	const char *id;
+	struct kiwi_registry_entry *e;
+	int *fd;
+	int found;   /* 2: more than one */
+};
+
+static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
+{
+	struct search *s = ctx;
+	(void)err;
+	for (struct dirent *de; s->found < 2 && (de = readdir(dir));) {
+		struct kiwi_registry_entry one;
+		int one_fd = -1;
+		if (!entry_name(de->d_name) || strncmp(de->d_name, s->id, strlen(s->id)))
+			continue;
+		kiwi_err ignored;
+		if (read_entry(d->fd, de->d_name, &one, &one_fd, &ignored) <= 0)
+			continue;
+		if (s->found++)
+			close(*s->fd);
+		*s->e = one;
+		*s->fd = one_fd;
+	}
+	return s->found < 2 ? 0 : 1;
+}
+
 /* The live entry id names (or the only one it is a prefix of). */
 int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
 {
 	if (!valid_id(id, 4))
 		return kiwi_error(err, EINVAL, "kill", "`%s` is not a sandbox id (4 to %d hex digits, see "
 				  "`kiwi-run list`)", id, KIWI_REGISTRY_ID_LEN);
-	struct regdir d;
-	DIR *dir = NULL;
-	int r = open_for_reading(&d, &dir, err);
-	if (r < 0)
+	struct search s = { .id = id, .e = e, .fd = fd };
+	if (each_regdir(find_in, &s, err) < 0)
 		return -1;
-	int found = 0;
-	for (struct dirent *de; r == 0 && found < 2 && (de = readdir(dir));) {
-		struct kiwi_registry_entry one;
-		int one_fd = -1;
-		if (!entry_name(de->d_name) || strncmp(de->d_name, id, strlen(id)))
-			continue;
-		kiwi_err ignored;
-		if (read_entry(d.fd, de->d_name, &one, &one_fd, &ignored) <= 0)
-			continue;
-		if (found++)
-			close(*fd);
-		*e = one;
-		*fd = one_fd;
-	}
-	if (r == 0) {
-		closedir(dir);
-		close(d.fd);
-	}
+	int found = s.found;
 	if (found == 1)
 		return 0;
 	if (found > 1) {

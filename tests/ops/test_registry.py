@@ -177,6 +177,43 @@ def test_tmp_fallback_is_removed_when_empty(kiwi):
     assert r.stdout.splitlines() == ["700 kiwi-test", "status 143"], explain(r)
 
 
+SQUATTED = r"""
+set -u
+mount -t tmpfs kiwi-ops-test /tmp
+# another local user takes the name first
+$OTHER mkdir -m 0755 /tmp/kiwi-run-$OWNER
+$AS $KIWI run --rootfs "$ROOTFS" -- sleep 1000 &
+i=0; id=
+until [ -n "$id" ] || [ $i -ge 200 ]; do
+  id=$($AS $KIWI list --json | grep -o '"id":"[0-9a-f]*"' | cut -d'"' -f4)
+  [ -n "$id" ] || sleep 0.05; i=$((i+1))
+done
+echo "listed ${id:+yes}"
+stat -c '%a %U' /tmp/kiwi-run-$OWNER.*
+$AS $KIWI kill "$id" || kill $!
+wait $!; echo "status $?"
+stat -c '%U' /tmp/kiwi-run-$OWNER
+ls -A /tmp
+"""
+
+
+def test_a_squatted_tmp_name_breaks_neither_list_nor_kill(kiwi):
+    """Issue 20: another local user creates /tmp/kiwi-run-UID first. The
+    registry moves to a /tmp/kiwi-run-UID.XXXXXX of the owner's, found by
+    owner and mode, so list and kill still work, and the squatter's
+    directory is left alone. A /tmp of our own, as above."""
+    if kiwi.mode == "root":
+        pytest.skip("root always uses /run/kiwi/sandboxes")
+    if os.geteuid() != 0:
+        pytest.skip("a private /tmp and a second user need root")
+    env = dict(no_xdg(kiwi), KIWI=kiwi.binary, ROOTFS=kiwi.rootfs, OWNER=str(kiwi.uid),
+               AS=" ".join(kiwi.prefix), OTHER=" ".join(OTHER_USER))
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", SQUATTED],
+                       capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.stdout.splitlines() == ["listed yes", "700 kiwi-test", "status 143", "nobody",
+                                     f"kiwi-run-{kiwi.uid}"], explain(r)
+
+
 def test_sigkill_of_kiwi_run_leaves_a_stale_entry_that_gc_removes(kiwi, sandbox):
     s = sandbox(env=no_xdg(kiwi))
     e = s.wait_listed()
