@@ -104,8 +104,17 @@ int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *er
 int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
 /* Moves pid into cg (cgroup.procs). */
 int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);
-/* Where the unified hierarchy is mounted. */
+/* Where the unified hierarchy is mounted (/sys/fs/cgroup when it is
+ * cgroup2, else the first cgroup2 mount). ENOENT when nowhere. */
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err);
+/* The one reader of /proc/self/mountinfo for cgroups: the first cgroup2
+ * mount point (octal escapes undone; "" when none) and, when v1 is not
+ * NULL, whether any cgroup v1 hierarchy is mounted. */
+int kiwi_cgroup_hierarchies(char *v2, size_t len, bool *v1, kiwi_err *err);
+/* The one reader of /proc/PID/cgroup (pid 0: this process): the path of
+ * its "0::" line, relative to the reader's cgroup namespace. ENOENT when
+ * it has none (a cgroup v1 host). */
+int kiwi_cgroup_of(pid_t pid, char *out, size_t len, kiwi_err *err);
 /* Frees the object and leaves the cgroup as it is. */
 void kiwi_cgroup_forget(struct kiwi_cgroup *cg);
 /* Kills what is in the cgroup at path (absolute), waits, removes it and
@@ -143,6 +152,11 @@ int kiwi_cgroup_gc(const char *parent, unsigned *removed, kiwi_err *err);
 /* ---- helpers, exposed for the unit tests ---- */
 /* Value of "key N" in a flat-keyed file's text (memory.events, cpu.stat). */
 bool kiwi_cgroup_keyed(const char *text, const char *key, uint64_t *out);
+/* One line of /proc/self/mountinfo: true when it is a cgroup2 mount, its
+ * mount point (escapes undone) in v2; sets *v1 (when not NULL) on a v1 one. */
+bool kiwi_cgroup_mountinfo_line(const char *line, char *v2, size_t len, bool *v1);
+/* /proc/PID/cgroup's text: true when it has a "0::" line, its path in out. */
+bool kiwi_cgroup_v2_line(const char *text, char *out, size_t len);
 /* Formats a limit for its file: "max" or the number. */
 void kiwi_cgroup_format_limit(int64_t v, char *buf, size_t len);
 

@@ -10,6 +10,7 @@
  * P runs from a sealed memfd copy of kiwi-run (sealed.c) and is not
  * dumpable, so C1 and C2 show the container nothing it could write. */
 #include "oci_int.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
 #include "kiwi/seccomp.h"
@@ -17,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
@@ -160,36 +162,12 @@ static int build_process(struct exec_ctx *c, kiwi_err *err)
 /* The init's cgroup v2 directory, when it is not ours: C2 starts in it. */
 static int open_init_cgroup(pid_t init, kiwi_err *err)
 {
-	char path[64], mine[4096] = "", theirs[4096] = "", mount[4096] = "";
-	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), i ? "/proc/%d/cgroup" : "/proc/self/cgroup", (int)init);
-		FILE *f = fopen(path, "re");
-		char line[4200];
-		while (f && fgets(line, sizeof(line), f))
-			if (!strncmp(line, "0::", 3)) {
-				line[strcspn(line, "\n")] = '\0';
-				snprintf(i ? theirs : mine, sizeof(mine), "%.4000s", line + 3);
-			}
-		if (f)
-			fclose(f);
-	}
-	if (!theirs[0] || !strcmp(mine, theirs))
+	char mine[PATH_MAX], theirs[PATH_MAX], mount[PATH_MAX];
+	if (kiwi_cgroup_of(init, theirs, sizeof(theirs), NULL) < 0 ||
+	    kiwi_cgroup_of(0, mine, sizeof(mine), NULL) < 0 || !strcmp(mine, theirs) ||
+	    kiwi_cgroup_mount(mount, sizeof(mount), NULL) < 0)
 		return -1;   /* no cgroup2, or already there */
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192];
-	while (f && fgets(line, sizeof(line), f)) {
-		char *dash = strstr(line, " - cgroup2 ");
-		char mp[4096];
-		if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1) {
-			snprintf(mount, sizeof(mount), "%s", mp);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	if (!mount[0])
-		return -1;
-	char dir[8400];
+	char dir[2 * PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s%s", mount, theirs);
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)

@@ -202,20 +202,8 @@ static void check_userns_clone(struct kiwi_check_result *r)
 /* Where the unified hierarchy is mounted, "" when nowhere. */
 static void cgroup2_mount(char *out, size_t len, bool *v1)
 {
-	out[0] = '\0';
-	*v1 = false;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[1024];
-	while (f && fgets(line, sizeof(line), f)) {
-		char mnt[PATH_MAX];
-		if (strstr(line, " - cgroup "))
-			*v1 = true;
-		if (!out[0] && strstr(line, " - cgroup2 ") &&
-		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1)
-			snprintf(out, len, "%s", mnt);
-	}
-	if (f)
-		fclose(f);
+	if (kiwi_cgroup_hierarchies(out, len, v1, NULL) < 0)
+		out[0] = '\0';
 }
 
 /* The needed controllers missing from a cgroup.controllers line. */
@@ -287,7 +275,7 @@ static void check_cgroup_root(struct kiwi_check_result *r)
 static void check_cgroup_user(struct kiwi_check_result *r)
 {
 	char mnt[PATH_MAX], own[PATH_MAX] = "", dir[PATH_MAX * 2], f[PATH_MAX * 2 + 32], have[512] = "",
-	     miss[64], text[4096] = "";
+	     miss[64];
 	bool v1;
 	if (geteuid() == 0) {
 		set(r, KIWI_CHECK_OK, "the caller is root (see cgroup.root); run `kiwi-run doctor` as a user "
@@ -295,17 +283,12 @@ static void check_cgroup_user(struct kiwi_check_result *r)
 		return;
 	}
 	cgroup2_mount(mnt, sizeof(mnt), &v1);
-	_cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-	text[n > 0 ? n : 0] = '\0';
-	const char *p = strstr(text, "0::");
-	if (!mnt[0] || !p) {
+	if (!mnt[0] || kiwi_cgroup_of(0, own, sizeof(own), NULL) < 0) {
 		set(r, KIWI_CHECK_WARN, "uid %u is in no cgroup v2 cgroup: its sandboxes cannot have limits",
 		    (unsigned)geteuid());
 		set_fix(r, "see cgroup.mode");
 		return;
 	}
-	snprintf(own, sizeof(own), "%.*s", (int)strcspn(p + 3, "\n"), p + 3);
 	char *slash = strrchr(own, '/');
 	if (slash)
 		*slash = '\0';

@@ -274,7 +274,62 @@ static int write_at(int dirfd, const char *dir, const char *file, const char *va
 	return 0;
 }
 
-/* Mount point of the unified hierarchy, from mountinfo (octal escapes undone). */
+/* ---- the host's view: /proc/self/mountinfo and /proc/PID/cgroup -------- */
+
+static bool is_octal(char c)
+{
+	return c >= '0' && c <= '7';
+}
+
+/* A mountinfo field with its octal escapes (\040 for a space) undone: a
+ * backslash and exactly three digits, as the kernel writes them. */
+static void unescape_field(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+	for (const char *p = in; *p && o + 1 < len; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && is_octal(p[2]) && is_octal(p[3])) {
+			out[o++] = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 3;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	out[o] = '\0';
+}
+
+bool kiwi_cgroup_mountinfo_line(const char *line, char *v2, size_t len, bool *v1)
+{
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE ..." */
+	const char *dash = strstr(line, " - ");
+	char fstype[16], mnt[PATH_MAX];
+	if (!dash || sscanf(dash + 3, "%15s", fstype) != 1)
+		return false;
+	if (v1 && !strcmp(fstype, "cgroup"))
+		*v1 = true;
+	if (strcmp(fstype, "cgroup2") || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+		return false;
+	unescape_field(mnt, v2, len);
+	return true;
+}
+
+int kiwi_cgroup_hierarchies(char *v2, size_t len, bool *v1, kiwi_err *err)
+{
+	v2[0] = '\0';
+	if (v1)
+		*v1 = false;
+	_cleanup_(fclosep) FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return kiwi_error(err, errno, "cgroup", "cannot read /proc/self/mountinfo");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	char mnt[PATH_MAX];
+	while (getline(&line, &cap, f) > 0)
+		if (kiwi_cgroup_mountinfo_line(line, mnt, sizeof(mnt), v1) && !v2[0])
+			snprintf(v2, len, "%s", mnt);
+	return 0;
+}
+
+/* Mount point of the unified hierarchy. */
 static int find_mount(char *out, size_t len, kiwi_err *err)
 {
 	/* Where every pure cgroup v2 host has it; hybrid hosts have a tmpfs there. */
@@ -283,32 +338,39 @@ static int find_mount(char *out, size_t len, kiwi_err *err)
 		snprintf(out, len, "/sys/fs/cgroup");
 		return 0;
 	}
-	_cleanup_(fclosep) FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return kiwi_error(err, errno, "cgroup", "cannot read /proc/self/mountinfo");
-	_cleanup_free_ char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, f) > 0) {
-		const char *dash = strstr(line, " - cgroup2 ");
-		char mnt[PATH_MAX];
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-			continue;
-		size_t o = 0;
-		for (const char *p = mnt; *p && o + 1 < len; p++) {
-			unsigned c;
-			if (p[0] == '\\' && sscanf(p + 1, "%3o", &c) == 1) {
-				out[o++] = (char)c;
-				p += 3;
-			} else {
-				out[o++] = *p;
-			}
+	if (kiwi_cgroup_hierarchies(out, len, NULL, err) < 0)
+		return -1;
+	if (!out[0])
+		return kiwi_error(err, ENOENT, "cgroup",
+				  "no cgroup2 filesystem is mounted: kiwi-run needs the unified hierarchy "
+				  "(boot with systemd.unified_cgroup_hierarchy=1, or mount -t cgroup2 none /sys/fs/cgroup)");
+	return 0;
+}
+
+bool kiwi_cgroup_v2_line(const char *text, char *out, size_t len)
+{
+	for (const char *line = text; *line;) {
+		size_t n = strcspn(line, "\n");
+		if (n >= 3 && !strncmp(line, "0::", 3)) {
+			snprintf(out, len, "%.*s", (int)(n - 3), line + 3);
+			return true;
 		}
-		out[o] = '\0';
-		return 0;
+		line += n + (line[n] == '\n');
 	}
-	return kiwi_error(err, ENOENT, "cgroup",
-			  "no cgroup2 filesystem is mounted: kiwi-run needs the unified hierarchy "
-			  "(boot with systemd.unified_cgroup_hierarchy=1, or mount -t cgroup2 none /sys/fs/cgroup)");
+	return false;
+}
+
+int kiwi_cgroup_of(pid_t pid, char *out, size_t len, kiwi_err *err)
+{
+	char path[64], text[8192];
+	snprintf(path, sizeof(path), pid ? "/proc/%d/cgroup" : "/proc/self/cgroup", (int)pid);
+	if (read_at(AT_FDCWD, path, text, sizeof(text)) < 0)
+		return kiwi_error(err, errno, "cgroup", "cannot read %s", path);
+	if (!kiwi_cgroup_v2_line(text, out, len))
+		return kiwi_error(err, ENOENT, "cgroup",
+				  "the process is in no cgroup v2 cgroup (%s has no `0::` line): the host runs cgroup "
+				  "v1 only; boot with systemd.unified_cgroup_hierarchy=1", path);
+	return 0;
 }
 
 /* Opens a directory and makes sure it lies on cgroup2, so that a stray
@@ -496,22 +558,6 @@ static int open_parent(const char *mount, const char *rel, unsigned need, const 
 	return TAKE_FD(cur);
 }
 
-/* The caller's own cgroup, from /proc/self/cgroup's "0::" line. */
-static int own_cgroup(char *out, size_t len, kiwi_err *err)
-{
-	char text[4096];
-	if (read_at(AT_FDCWD, "/proc/self/cgroup", text, sizeof(text)) < 0)
-		return kiwi_error(err, errno, "cgroup", "cannot read /proc/self/cgroup");
-	const char *p = strstr(text, "0::");
-	if (!p || (p != text && p[-1] != '\n'))
-		return kiwi_error(err, ENOENT, "cgroup",
-				  "this process is in no cgroup v2 cgroup (/proc/self/cgroup has no `0::` "
-				  "line): the host runs cgroup v1 only; boot with "
-				  "systemd.unified_cgroup_hierarchy=1");
-	snprintf(out, len, "%.*s", (int)strcspn(p + 3, "\n"), p + 3);
-	return 0;
-}
-
 /* Rootless default: "kiwi" beside the caller's own cgroup, not below it,
  * because the caller's cgroup holds the caller, and a cgroup with processes
  * cannot hand controllers to children. That needs the caller's parent
@@ -520,7 +566,7 @@ static int own_cgroup(char *out, size_t len, kiwi_err *err)
 static int rootless_parent(const char *mount, bool for_gc, char *rel, size_t len, kiwi_err *err)
 {
 	char own[PATH_MAX], dir[PATH_MAX + 32];
-	if (own_cgroup(own, sizeof(own), err) < 0)
+	if (kiwi_cgroup_of(0, own, sizeof(own), err) < 0)
 		return -1;
 	char *slash = strrchr(own, '/');
 	if (slash)

@@ -220,3 +220,47 @@ Test(cgroup, destroy_null_is_fine)
 	cr_expect_eq(kiwi_cgroup_fd(NULL), -1);
 	cr_expect_null(kiwi_cgroup_path(NULL));
 }
+
+/* ---- the one reader of mountinfo and of /proc/PID/cgroup ---- */
+
+Test(cgroup, mountinfo_lines)
+{
+	char v2[64] = "";
+	bool v1 = false;
+	/* a cgroup2 mount point with a space, escaped as the kernel does */
+	cr_assert(kiwi_cgroup_mountinfo_line("35 25 0:30 / /sys/fs/cgroup/uni\\040fied rw,nosuid shared:9 - "
+					     "cgroup2 cgroup2 rw,nsdelegate\n", v2, sizeof(v2), &v1));
+	cr_assert_str_eq(v2, "/sys/fs/cgroup/uni fied");
+	cr_assert_not(v1);
+	cr_assert_not(kiwi_cgroup_mountinfo_line("36 25 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
+						 v2, sizeof(v2), &v1));
+	cr_assert(v1, "a cgroup v1 hierarchy is noticed");
+	/* the fstype is the field after " - ", not any word in the line */
+	v1 = false;
+	cr_assert_not(kiwi_cgroup_mountinfo_line("37 25 0:32 / /mnt/cgroup2 rw - tmpfs cgroup2 rw\n", v2,
+						 sizeof(v2), &v1));
+	cr_assert_not(v1);
+	/* a backslash without three octal digits is kept, and nothing is read past the end */
+	cr_assert(kiwi_cgroup_mountinfo_line("1 2 0:3 / /a\\1 rw - cgroup2 none rw", v2, sizeof(v2), NULL));
+	cr_assert_str_eq(v2, "/a\\1");
+	/* a mount point longer than the buffer is cut, NUL-terminated */
+	cr_assert(kiwi_cgroup_mountinfo_line("1 2 0:3 / /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "
+					     "rw - cgroup2 none rw", v2, 8, NULL));
+	cr_assert_str_eq(v2, "/aaaaaa");
+	cr_assert_not(kiwi_cgroup_mountinfo_line("garbage", v2, sizeof(v2), &v1));
+}
+
+Test(cgroup, proc_pid_cgroup_text)
+{
+	char out[64];
+	cr_assert(kiwi_cgroup_v2_line("12:memory:/user.slice\n1:name=systemd:/x\n0::/user.slice/a b.scope\n", out,
+				      sizeof(out)));
+	cr_assert_str_eq(out, "/user.slice/a b.scope");
+	cr_assert(kiwi_cgroup_v2_line("0::/", out, sizeof(out)));
+	cr_assert_str_eq(out, "/");
+	/* "0::" only at the start of a line */
+	cr_assert_not(kiwi_cgroup_v2_line("10::/x\n", out, sizeof(out)));
+	cr_assert_not(kiwi_cgroup_v2_line("4:cpu,cpuacct:/\n", out, sizeof(out)));
+	cr_assert_not(kiwi_cgroup_v2_line("", out, sizeof(out)));
+	cr_assert_not(kiwi_cgroup_v2_line("0:", out, sizeof(out)));
+}
