@@ -79,20 +79,26 @@ def test_a_long_name_cannot_hide_a_model_key(phase):
     assert r.returncode == 125, explain(r)
 
 
-def test_test_credentials_opt_in_is_verify_only(phase, scratch):
+def test_test_credentials_opt_in_never_admits_a_model_key(phase, scratch):
+    """allow_test_credentials admits named non-model test credentials; a
+    model-provider key is refused in both phases whatever the policy says."""
     ws = phase.workspace()
     policy = phase.kiwi._fresh("policy") / "p.json"
     policy.write_text(json.dumps({"version": 1, "allow_test_credentials": True}))
     phase.kiwi.chown(policy.parent)
-    env = {"OPENAI_API_KEY": "sk-test-only"}
+    env = {"OPENAI_API_KEY": "sk-test-only", "STRIPE_TEST_KEY": "sk_test_1"}
     r = phase("verify", ws, ("--policy", policy, "--pass-env", "OPENAI_API_KEY"),
               environ_of_everything(), env=env)
-    assert r.returncode == 0, explain(r)
-    assert "OPENAI_API_KEY=sk-test-only" in r.stdout
-    assert r.verdict["credentials"] == ["OPENAI_API_KEY"]
+    assert r.returncode == 125 and "sk-test-only" not in r.stdout, explain(r)
+    assert "model-provider key" in r.stderr and "whatever the policy says" in r.stderr, r.stderr
     r = phase("install", ws, ("--policy", policy, *NONE, "--pass-env", "OPENAI_API_KEY"),
               ["true"], env=env)
     assert r.returncode == 125, explain(r)
+    r = phase("verify", ws, ("--policy", policy, "--pass-env", "STRIPE_TEST_KEY"),
+              environ_of_everything(), env=env)
+    assert r.returncode == 0, explain(r)
+    assert "STRIPE_TEST_KEY=sk_test_1" in r.stdout and "OPENAI_API_KEY" not in r.stdout
+    assert r.verdict["credentials"] == ["STRIPE_TEST_KEY"]
 
 
 def test_unknown_policy_key_names_key_and_file(phase):

@@ -339,26 +339,35 @@ Test(policy, env_and_cache_errors)
 	assert_refused("{\"version\":1,\"verify\":{\"pass_env\":[\"AWS_SECRET_ACCESS_KEY\"]},\"deny_env\":[\"AWS_*\"]}",
 		       "`verify.pass_env[0]`: `AWS_SECRET_ACCESS_KEY` is refused by the policy's deny_env (`AWS_*`)");
 	assert_refused("{\"version\":1,\"install\":{\"env\":{\"OPENAI_API_KEY\":\"sk\"}},\"allow_test_credentials\":true}",
-		       "`install.env.OPENAI_API_KEY`: `OPENAI_API_KEY` is a model-provider key (matches `OPENAI_API_KEY`): never in install");
+		       "`install.env.OPENAI_API_KEY`: `OPENAI_API_KEY` is a model-provider key (matches `OPENAI_API_KEY`): refused even when named");
 	assert_refused("{\"version\":1,\"verify\":{\"env\":{\"MY_LLM_KEY\":\"x\"}},\"model_keys\":[\"MY_LLM_*\"]}",
 		       "`verify.env.MY_LLM_KEY`: `MY_LLM_KEY` is a model-provider key (matches `MY_LLM_*`): refused even when named");
 	assert_refused("{\"version\":1,\"verify\":{\"env\":{\"TOKEN\":\"x\"}},\"deny_env\":[\"TOKEN\"],\"allow_test_credentials\":true}",
 		       "`verify.env.TOKEN`: `TOKEN` is refused by the policy's deny_env (`TOKEN`)");
 }
 
-Test(policy, test_credentials_only_in_verify)
+/* allow_test_credentials admits named non-model credentials; a model key
+ * never, in either phase, from the file or from a flag */
+Test(policy, test_credentials_never_model_keys)
 {
 	_cleanup_policy_ struct kiwi_policy p;
 	kiwi_err e = { 0 };
-	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"OPENAI_API_KEY\"],\"env\":{\"GEMINI_API_KEY\":\"t\"}},"
+	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"OPENAI_API_KEY\"]},\"allow_test_credentials\":true}",
+			   &p, &e), -1, "a model key named in the file is refused even with the opt-in");
+	cr_assert(strstr(e.msg, "`OPENAI_API_KEY` is a model-provider key") != NULL, "%s", e.msg);
+	cr_assert(strstr(e.msg, "whatever the policy says") != NULL, "%s", e.msg);
+	kiwi_policy_clear(&p);
+	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"STRIPE_TEST_KEY\"],\"env\":{\"DB_PASSWORD\":\"t\"}},"
 			   "\"allow_test_credentials\":true}", &p, &e), 0, "%s", e.msg);
-	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), 0, "%s", e.msg);
-	cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "STRIPE_TEST_KEY", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), -1);
+	cr_assert(strstr(e.msg, "allow_test_credentials admits named non-model test credentials only") != NULL,
+		  "%s", e.msg);
+	cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), -1);
 	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_INSTALL, "ANTHROPIC_API_KEY", &e), -1);
-	cr_assert(strstr(e.msg, "install never receives the caller's variables") != NULL, "%s", e.msg);
 	cr_assert(strstr(e.msg, "it is also a model-provider key, matching `ANTHROPIC_API_KEY`") != NULL, "%s", e.msg);
 	cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_INSTALL, "ANTHROPIC_API_KEY", &e), -1);
-	cr_assert(strstr(e.msg, "never in install; allow_test_credentials opens verify only") != NULL, "%s", e.msg);
+	cr_assert(strstr(e.msg, "in install and verify") != NULL, "%s", e.msg);
 }
 
 Test(policy, credential_rules)
@@ -385,7 +394,7 @@ Test(policy, credential_rules)
 		cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, keys[i], &e), -1, "%s crossed", keys[i]);
 		cr_assert(strstr(e.msg, "is a model-provider key (matches `") != NULL, "%s", e.msg);
 		cr_assert(strstr(e.msg, "refused even when named") != NULL, "%s", e.msg);
-		cr_assert(strstr(e.msg, "\"allow_test_credentials\": true") != NULL, "says how to allow: %s", e.msg);
+		cr_assert(strstr(e.msg, "whatever the policy says") != NULL, "says nothing opens it: %s", e.msg);
 		cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, keys[i], &e), -1);
 		cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_INSTALL, keys[i], &e), -1);
 	}
