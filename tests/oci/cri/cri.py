@@ -150,14 +150,14 @@ class Daemon:
                                   timeout=TIMEOUT)
         return r.pod_sandbox_id, cfg
 
-    def create(self, pod_id, pod_cfg, name, args, resources=None, annotations=None):
+    def create(self, pod_id, pod_cfg, name, args, resources=None, security=None, annotations=None):
         cfg = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name),
             image=pb.ImageSpec(image=APP_IMAGE),
             command=[PROBE], args=args,
             annotations=annotations or {},
             log_path=f"{name}.log",
-            linux=pb.LinuxContainerConfig(resources=resources))
+            linux=pb.LinuxContainerConfig(resources=resources, security_context=security))
         r = self.rt.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=pod_id, config=cfg, sandbox_config=pod_cfg), timeout=TIMEOUT)
         return r.container_id
@@ -198,6 +198,18 @@ def pod_config(name, log_dir, cgroup_parent, annotations=None):
         linux=pb.LinuxPodSandboxConfig(
             cgroup_parent=cgroup_parent,
             security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)))
+
+
+def restricted(uid):
+    """The security context of a container the `restricted` Pod Security
+    Standard admits: not root, no capabilities, no privilege escalation
+    (no_new_privs), the runtime's default seccomp profile (containerd
+    writes its own into config.json)."""
+    return pb.LinuxContainerSecurityContext(
+        capabilities=pb.Capability(drop_capabilities=["ALL"]),
+        run_as_user=pb.Int64Value(value=uid), run_as_group=pb.Int64Value(value=uid),
+        no_new_privs=True,
+        seccomp=pb.SecurityProfile(profile_type=pb.SecurityProfile.RuntimeDefault))
 
 
 def log_lines(path):

@@ -9,7 +9,10 @@ BinaryName = kiwi-run; config in cri.py and docs/kubernetes.md).
      kiwi-run (kiwi-run's own `state` knows it);
   2. CreateContainer/StartContainer of an app from a local image, with
      memory, cpu and pids limits: the values land in its cgroup, read from
-     the VM's cgroupfs;
+     the VM's cgroupfs; with the security context of a `restricted` pod
+     (uid 1000, capabilities dropped, no_new_privs, seccomp
+     RuntimeDefault: containerd's own profile): the app and an ExecSync'd
+     process run so, as the kernel shows them;
   3. ExecSync (exit status, output, the container's namespaces), then
      StopContainer and ContainerStatus with the app's exit code;
   4. a second pod annotated io.kiwi.phase=verify: no network, although the
@@ -55,6 +58,7 @@ TAG = uuid.uuid4().hex[:8]
 # down but not in the pod's own cgroup: the runtime enables them there.
 PODS_CG = f"/kiwi-cri-{TAG}"
 VETH = f"kcri{TAG[:6]}"
+APP_UID = 1000
 LIMITS = dict(memory_limit_in_bytes=64 << 20, cpu_period=100000, cpu_quota=50000,
               cpu_shares=512, unified={"pids.max": "40"})
 
@@ -106,9 +110,9 @@ def run_pod(name, annotations=None):
     return pod_id, pid
 
 
-def start(pod, name, args, resources=None):
+def start(pod, name, args, resources=None, security=None):
     pod_id, cfg = S.pods[pod]
-    cid = S.d.create(pod_id, cfg, name, args, resources)
+    cid = S.d.create(pod_id, cfg, name, args, resources, security)
     S.ids.append(cid)
     S.d.start(cid)
     st, info = S.d.status(cid)
@@ -133,13 +137,34 @@ def step_pod_under_handler():
 
 def step_app_with_limits():
     cid, st, info = start("plain", "app", ["report", "wait-signal", "exit=3"],
-                          pb.LinuxContainerResources(**LIMITS))
+                          pb.LinuxContainerResources(**LIMITS), cri.restricted(APP_UID))
     S.app = cid
     assert st.state == pb.CONTAINER_RUNNING, st
     assert runtime_state(cid)["status"] == "running"
-    lines = cri.wait_for(lambda: [l for l in cri.log_lines(log_of("plain", "app"))
-                                  if '"ready"' in l], "the app's first output")
-    assert lines, "the app wrote to its CRI log"
+    cri.wait_for(lambda: any('"ready"' in l for l in cri.log_lines(log_of("plain", "app"))),
+                 "the app's first output")
+
+
+def assert_restricted(rep, who):
+    """The process runs as a restricted pod's container must."""
+    st = rep["status"]
+    got = (rep["uid"], rep["gid"], st["CapEff"], st["CapPrm"], st["CapBnd"], st["NoNewPrivs"], st["Seccomp"])
+    assert got == (APP_UID, APP_UID, "0" * 16, "0" * 16, "0" * 16, "1", "2"), f"{who}: {got}"
+
+
+def step_restricted():
+    spec = S.d.status(S.app)[1]["runtimeSpec"]
+    seccomp = spec["linux"].get("seccomp") or {}
+    assert seccomp.get("defaultAction") == "SCMP_ACT_ERRNO" and seccomp.get("syscalls"), \
+        "containerd wrote its default seccomp profile into config.json"
+    lines = probe_lines("\n".join(cri.log_lines(log_of("plain", "app"))))
+    assert_restricted(next(l for l in lines if l.get("step") == "report"), "the app")
+    # An exec'd process gets the container's context too (containerd
+    # builds its process.json from the container's process).
+    r = S.d.exec_sync(S.app, [cri.PROBE, "report"])
+    assert r.exit_code == 0, r
+    assert_restricted(next(l for l in probe_lines(r.stdout.decode()) if l.get("step") == "report"),
+                      "ExecSync's process")
 
 
 def step_limits_in_cgroup():
@@ -229,6 +254,7 @@ STEPS = [
     ("RunPodSandbox: the pause container runs under the handler's runtime", step_pod_under_handler),
     ("CreateContainer + StartContainer: the app runs and writes its CRI log", step_app_with_limits),
     ("the container config's memory, cpu and pids limits are in its cgroup", step_limits_in_cgroup),
+    ("a restricted security context: not root, no capabilities, no_new_privs, seccomp", step_restricted),
     ("ExecSync: exit status, output, the container's namespaces", step_exec_sync),
     ("StopContainer, then ContainerStatus has the app's exit code", step_stop_exit_code),
     ("io.kiwi.phase=verify: the pod has no network", step_verify_pod_has_no_network),
