@@ -99,8 +99,9 @@ bool kiwi_cgroup_adopted(const struct kiwi_cgroup *cg);
  * hands controllers down only from cgroups without processes of their
  * own); an O_DIRECTORY fd of the leaf, for CLONE_INTO_CGROUP. */
 int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err);
-/* <name>/<leaf> (name in the unified hierarchy) made, opened, not locked:
- * kiwi_cgroup_destroy() kills what is in it and removes it. */
+/* <name>/<leaf> (name in the unified hierarchy) made, opened, not locked,
+ * one OOM group (memory.oom.group, where memory is on): kiwi_cgroup_destroy()
+ * kills what is in it and removes it. */
 int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
 /* Moves pid into cg (cgroup.procs). */
 int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);

@@ -887,6 +887,10 @@ static unsigned offered(int dirfd)
 
 int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err)
 {
+	/* An OOM kill ends one exec (its cgroup is one OOM group), never the
+	 * whole session: the session's cgroup is no group of its own. */
+	if (write_raw(cg->fd, "memory.oom.group", "0") < 0 && errno != ENOENT)
+		return kiwi_error(err, errno, "cgroup", "cannot write `%s/memory.oom.group`", cg->path);
 	if (enable_in(cg->fd, cg->path, offered(cg->fd), err) < 0)
 		return -1;
 	if (mkdirat(cg->fd, leaf, 0755) < 0 && errno != EEXIST)
@@ -915,6 +919,12 @@ int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgrou
 	cg->fd = open_cg_dir(AT_FDCWD, cg->path, cg->path, err);
 	if (cg->fd < 0) {
 		kiwi_cgroup_forget(cg);
+		return -1;
+	}
+	/* What an OOM kill hits in it, it hits whole. */
+	if (write_raw(cg->fd, "memory.oom.group", "1") < 0 && errno != ENOENT) {
+		kiwi_error(err, errno, "cgroup", "cannot write `%s/memory.oom.group`", cg->path);
+		kiwi_cgroup_destroy(cg, NULL);
 		return -1;
 	}
 	*out = cg;

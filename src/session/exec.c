@@ -38,7 +38,7 @@ struct client {
 	struct kiwi_term term;
 	struct kiwi_pty_input in;
 	int64_t exec_mono;
-	bool exited, conn_gone, killing, grace_armed, failed;
+	bool exited, conn_gone, killing, grace_armed, failed, killed_whole;
 };
 
 /* The leader's pid as this (the host's) pid namespace sees it: a pidfd's
@@ -314,26 +314,41 @@ static int start_tty(struct client *c)
 	return kiwi_term_raw(&c->term, STDIN_FILENO, c->err);
 }
 
-static void finish(struct client *c)
+/* The exec's cgroup's counts. An OOM kill there ends its whole group,
+ * the leader with the command: that is the exec's end, not a failure. */
+static void read_cgroup(struct client *c)
 {
 	struct kiwi_sandbox_result *res = c->res;
-	if (!c->exited && c->killing && res->started)
-		res->signal = SIGKILL;  /* the cgroup took the leader with the command */
-	else if (!c->exited && !c->failed && res->started)
-		fail(c, &(kiwi_err){ .errnum = EPIPE, .step = "exec",
-				     .msg = "the exec's leader ended without reporting the command's end" });
-	res->stdout_bytes = c->out.bytes;
-	res->stderr_bytes = c->errout.bytes;
-	res->stdout_truncated = c->out.truncated;
-	res->stderr_truncated = c->errout.truncated;
-	if (!c->cg)
-		return;
 	res->has_cgroup = true;
 	snprintf(res->cgroup_name, sizeof(res->cgroup_name), "%s", kiwi_cgroup_name(c->cg));
 	if (kiwi_cgroup_read_stats(c->cg, &res->cg, NULL) == 0 && res->cg.cpu_usage_us) {
 		res->cpu_user_us = res->cg.cpu_user_us;
 		res->cpu_sys_us = res->cg.cpu_system_us;
 	}
+	if (!c->exited && res->cg.oom_killed)
+		c->killed_whole = true;
+}
+
+static void finish(struct client *c)
+{
+	struct kiwi_sandbox_result *res = c->res;
+	if (c->cg)
+		read_cgroup(c);
+	if (!c->exited && (c->killing || c->killed_whole) && res->started) {
+		res->signal = SIGKILL;  /* the cgroup took the leader with the command */
+		res->killed_whole = c->killed_whole;
+		if (c->exec_mono)
+			res->wall_ns = (uint64_t)(kiwi_clock_ns(CLOCK_MONOTONIC) - c->exec_mono);
+	} else if (!c->exited && !c->failed && res->started) {
+		fail(c, &(kiwi_err){ .errnum = EPIPE, .step = "exec",
+				     .msg = "the exec's leader ended without reporting the command's end" });
+	}
+	res->stdout_bytes = c->out.bytes;
+	res->stderr_bytes = c->errout.bytes;
+	res->stdout_truncated = c->out.truncated;
+	res->stderr_truncated = c->errout.truncated;
+	if (!c->cg)
+		return;
 	/* Kept: what it left runs on in its cgroup, removed with the session. */
 	if (c->x->keep_background)
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
