@@ -137,6 +137,15 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
  * too (it cannot be before the sandbox's end is up). */
 int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err);
 int kiwi_egress_host_ifindex(const struct kiwi_egress *e);
+/* kiwi-helper's keeper, once the host's half is made: a child process
+ * holding the table's owning socket, the pool block's lock and the n
+ * fds of also (at most 6: the caller's quota slots) for as long as the
+ * host end of the veth exists, which is as long as the sandbox's network
+ * namespace, whoever ends first. When the link goes it removes the
+ * table and the name files and exits. So whatever ends the helper, the
+ * table (owned only before Linux 6.9) outlives the veth, and the quota
+ * counts the veth until it is gone. Teardown kills it. */
+int kiwi_egress_keep(struct kiwi_egress *e, const int *also, size_t n, kiwi_err *err);
 int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *err);
 int kiwi_egress_wait_host(int host_ifindex, kiwi_err *err);
 

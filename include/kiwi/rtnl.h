@@ -61,6 +61,9 @@ int kiwi_rtnl_wait_ready(struct mnl_socket *nl, int ifindex, int timeout_ms, kiw
  * through that link, from ADDR. */
 int kiwi_rtnl_default_via(struct mnl_socket *nl, int ifindex, uint32_t addr, bool ipv6, kiwi_err *err);
 
+/* Returns once link ifindex of this namespace is gone (deleted, or its
+ * veth's peer's namespace died). */
+int kiwi_rtnl_wait_link_gone(int ifindex, kiwi_err *err);
 /* Deletes a link (and so a veth's peer). A missing link is not an error. */
 int kiwi_rtnl_link_del(struct mnl_socket *nl, const char *name, kiwi_err *err);
 

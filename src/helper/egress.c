@@ -3,7 +3,9 @@
  * exactly as for a root kiwi-run; here are only the checks a caller's
  * request must pass first: the mode allowed by the rule, a policy that
  * opens no address of this host, the veth quota. Then the veth's peer
- * goes into the network namespace of the caller's checked sandbox. */
+ * goes into the network namespace of the caller's checked sandbox, and
+ * a keeper (kiwi_egress_keep) holds the table for as long as the veth
+ * lives: the filter fails closed whatever ends the helper. */
 #include "serve.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/rtnl.h"
@@ -59,6 +61,10 @@ int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_con
 	 * (/run/kiwi), and the pool's locks there */
 	if (helper_root_begin(err) < 0)
 		return -1;
+	/* What dead sessions left (their keeper killed too) goes first:
+	 * their tables, veths and pool blocks, none of them locked. */
+	unsigned collected;
+	kiwi_egress_gc(&collected, NULL);
 	s->veth_slot = helper_quota_take("veths", s->uid, s->rule.max_veths, err);
 	int r = s->veth_slot < 0 ? -1 : kiwi_egress_prepare(c, &s->egress, child, err);
 	helper_root_end();
@@ -118,6 +124,11 @@ int helper_egress_attach(struct helper_session *s, uint16_t gate_dns, uint16_t g
 	if (helper_root_begin(err) < 0)
 		return -1;
 	int r = kiwi_egress_setup_host(s->egress, ns, err);
+	/* The keeper holds the filter, the pool block and the quota slots
+	 * for as long as the veth lives, whatever ends us: euid 0 so that
+	 * it may remove the name files in /run/kiwi/egress. */
+	if (r == 0)
+		r = kiwi_egress_keep(s->egress, (int[]){ s->sandbox_slot, s->veth_slot }, 2, err);
 	helper_root_end();
 	s->attached = r == 0;
 	return r;

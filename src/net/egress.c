@@ -513,17 +513,35 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ? -1 : 0;
 }
 
-/* Closes every fd but 0-2 (made /dev/null) and the two kept. */
-static void keep_only(int a, int b)
+/* Closes every fd but the n kept (at most 8); 0-2 become /dev/null. */
+static void keep_only(const int *keep, size_t n)
 {
-	int lo = a < b ? a : b, hi = a < b ? b : a;
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	for (int fd = 0; fd < 3 && null >= 0; fd++)
-		if (fd != lo && fd != hi)
+	int k[8], null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	size_t m = 0;
+	for (size_t i = 0; i < n && m < 8; i++)
+		if (keep[i] >= 0)
+			k[m++] = keep[i];
+	for (size_t i = 1; i < m; i++)   /* sorted, so the gaps are ranges */
+		for (size_t j = i; j > 0 && k[j - 1] > k[j]; j--) {
+			int t = k[j];
+			k[j] = k[j - 1];
+			k[j - 1] = t;
+		}
+	for (int fd = 0; fd < 3 && null >= 0; fd++) {
+		bool kept = false;
+		for (size_t i = 0; i < m; i++)
+			kept |= k[i] == fd;
+		if (!kept)
 			dup2(null, fd);
-	close_range(3, (unsigned)lo - 1, 0);
-	close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-	close_range((unsigned)hi + 1, ~0u, 0);
+	}
+	unsigned lo = 3;
+	for (size_t i = 0; i < m; i++) {
+		if ((unsigned)k[i] > lo)
+			close_range(lo, (unsigned)k[i] - 1, 0);
+		if ((unsigned)k[i] + 1 > lo)
+			lo = (unsigned)k[i] + 1;
+	}
+	close_range(lo, ~0u, 0);
 }
 
 /* Before 6.9 the table cannot be persistent: it dies with our nfnetlink
@@ -540,7 +558,7 @@ static int hold_table(struct kiwi_egress *e, int child_pidfd, kiwi_err *err)
 		return kiwi_error(err, errno, "egress", "cannot fork the holder of the filter");
 	if (pid == 0) {
 		setsid();   /* out of the caller's job: no terminal signal ends it */
-		keep_only(nft, child_pidfd);
+		keep_only((int[]){ nft, child_pidfd }, 2);
 		struct pollfd p = { .fd = child_pidfd, .events = POLLIN };
 		while (poll(&p, 1, -1) < 0 && errno == EINTR)
 			;
@@ -571,6 +589,32 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
 	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ||
 	       kiwi_egress_gate_start(e, err) < 0 ? -1 : 0;
+}
+
+int kiwi_egress_keep(struct kiwi_egress *e, const int *also, size_t n, kiwi_err *err)
+{
+	int keep[8] = { mnl_socket_get_fd(e->nft), e->lock_fd };
+	if (n > 6)
+		return kiwi_error(err, EINVAL, "egress", "the keeper keeps at most 6 more fds");
+	memcpy(keep + 2, also, n * sizeof(int));
+	pid_t pid = fork();
+	if (pid < 0)
+		return kiwi_error(err, errno, "egress", "cannot fork the keeper of the filter");
+	if (pid == 0) {
+		keep_only(keep, n + 2);
+		/* Only the veth's end, never a timeout or an error, ends the
+		 * wait: the filter must not go while the link is there. */
+		while (kiwi_rtnl_wait_link_gone(e->host_ifindex, NULL) < 0)
+			sleep(1);
+		kiwi_egress_delete_table(e->table, e->nft, NULL);
+		/* still ours: the lock is held until we exit */
+		unlink(e->hosts_path);
+		unlink(e->resolv_path);
+		unlink(e->lock_path);
+		_exit(0);
+	}
+	e->holder = pid;
+	return 0;
 }
 
 int kiwi_egress_setup_host(struct kiwi_egress *e, int netns_fd, kiwi_err *err)

@@ -13,6 +13,7 @@
 #include <linux/veth.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -395,6 +396,46 @@ int kiwi_rtnl_wait_ready(struct mnl_socket *nl, int ifindex, int timeout_ms, kiw
 					  ifindex, timeout_ms);
 		nanosleep(&pause, NULL);
 	}
+}
+
+static bool link_exists(struct mnl_socket *nl, int ifindex)
+{
+	char buf[RTNL_BUF] = { 0 };
+	struct nlmsghdr *nlh = put_link(buf, RTM_GETLINK, 0, ifindex, NULL);
+	int index = 0;
+	return query(nl, nlh, link_index_cb, &index) == 0 || errno != ENODEV;
+}
+
+int kiwi_rtnl_wait_link_gone(int ifindex, kiwi_err *err)
+{
+	_cleanup_rtnl_ struct mnl_socket *ask = kiwi_rtnl_open(err);
+	struct mnl_socket *events = ask ? mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC) : NULL;
+	__attribute__((cleanup(kiwi_rtnl_closep))) struct mnl_socket *own = events;
+	if (!events || mnl_socket_bind(events, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
+		return kiwi_error(err, errno, "netconfig", "cannot watch the links");
+	/* subscribed first, then asked: a deletion in between is seen */
+	bool gone = !link_exists(ask, ifindex);
+	while (!gone) {
+		char buf[RTNL_BUF];
+		ssize_t got = recv(mnl_socket_get_fd(events), buf, sizeof(buf), 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			/* ENOBUFS: events were lost. Ask again, never assume:
+			 * the caller removes a filter once we return. */
+			struct timespec pause = { 0, 100 * 1000 * 1000 };
+			if (errno != ENOBUFS)
+				nanosleep(&pause, NULL);
+			gone = !link_exists(ask, ifindex);
+			continue;
+		}
+		int left = (int)got;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left); h = mnl_nlmsg_next(h, &left))
+			if (h->nlmsg_type == RTM_DELLINK &&
+			    ((const struct ifinfomsg *)mnl_nlmsg_get_payload(h))->ifi_index == ifindex)
+				gone = true;
+	}
+	return 0;
 }
 
 struct addrs {

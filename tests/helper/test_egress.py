@@ -7,19 +7,26 @@ namespace of its own), and nothing left after a kill -9 of the caller."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import PUBLIC, attach, default_rules, idmap, in_world, refused, world  # noqa: F401 (fixtures)
+from conftest import PUBLIC, attach, default_rules, idmap, in_world, quota_held, refused, world  # noqa: F401 (fixtures)
 from fakenet import HOST_UPLINK, leftovers
 
 
 def wait_gone(pid):
-    """Until pid has ended (the test's own bound is meson's timeout)."""
-    while Path(f"/proc/{pid}").exists():
+    """Until pid has ended, a zombie or reaped (the test's own bound is
+    meson's timeout)."""
+    while True:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except OSError:
+            return
         time.sleep(0.05)
 
 
@@ -237,3 +244,91 @@ def test_a_host_allowlist_rule_cannot_be_widened(in_world, config, world):
     assert ans["ok"], ans
     c.call("close")
     assert leftovers(world.host) == ([], [])
+
+
+CONNECT = r"""
+import errno, socket, sys
+dst, port, src = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.settimeout(3)
+if src != "-":
+    s.bind((src, 0))
+try:
+    s.connect((dst, port))
+    print("ok")
+except socket.timeout:
+    print("timeout")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+"""
+
+
+def ip4(n):
+    return ".".join(str(n >> s & 255) for s in (24, 16, 8, 0))
+
+
+def from_sandbox(pid, dst, port, src="-"):
+    """A TCP connect from the sandbox's network namespace (as root, with
+    the host's files): "ok", "timeout" or the errno's name."""
+    r = subprocess.run(["nsenter", "-t", str(pid), "-n", "/usr/bin/python3", "-c", CONNECT, dst, str(port), src],
+                       capture_output=True, text=True, timeout=30)
+    return r.stdout.strip() or r.stderr
+
+
+def configure_sandbox_end(pid, prep):
+    """What kiwi-run does from inside the sandbox: its end up, addressed,
+    routed through the host end."""
+    ns = ["nsenter", "-t", str(pid), "-n", "ip"]
+    for cmd in (["addr", "add", f"{ip4(prep['addr'])}/{prep['prefix']}", "dev", "eth0"],
+                ["link", "set", "eth0", "up"], ["route", "add", "default", "via", ip4(prep["gateway"])],
+                ["addr", "add", "192.0.2.99/32", "dev", "eth0"]):   # a source to spoof
+        subprocess.run(ns + cmd, check=True, capture_output=True)
+
+
+def denied(world, table):
+    """Packets the table's deny chain counted (its first rule's counter)."""
+    text = subprocess.run(world.hx("nft", "list", "chain", "inet", table, "deny"), capture_output=True,
+                          text=True).stdout
+    return int(text.split("counter packets ")[1].split()[0]) if "counter packets" in text else None
+
+
+def spoof_is_denied(world, table, pid):
+    """A SYN from a source not the sandbox's hits the table's deny chain
+    (its reset goes where the spoofed source routes, so the connect only
+    times out: the counter is the proof)."""
+    n = denied(world, table)
+    from_sandbox(pid, "192.0.2.10", 80, "192.0.2.99")
+    return n is not None and denied(world, table) > n
+
+
+def test_sigkill_of_the_helper_fails_closed(in_world, users, world):
+    """Issue 19: the helper killed by root (SIGKILL, as the OOM killer
+    would) while its sandbox lives. The filter must outlive the veth on
+    every kernel (before 6.9 the table dies with its owning socket: the
+    keeper holds it), so the host's port stays refused and a spoofed
+    source stays dropped; once the sandbox ends, nothing is left and the
+    quota is free."""
+    c = in_world()
+    helper_pid = c.start()
+    prep, sb = attach(c, users)
+    configure_sandbox_end(sb["pid"], prep)
+    (table,) = leftovers(world.host)[1]
+    assert from_sandbox(sb["pid"], "192.0.2.10", 80) == "ok"   # the network works
+    assert from_sandbox(sb["pid"], HOST_UPLINK, 8081) == "ECONNREFUSED"
+    assert spoof_is_denied(world, table, sb["pid"])
+    os.kill(helper_pid, signal.SIGKILL)
+    wait_gone(helper_pid)
+    assert from_sandbox(sb["pid"], HOST_UPLINK, 8081) == "ECONNREFUSED"
+    assert spoof_is_denied(world, table, sb["pid"])
+    assert from_sandbox(sb["pid"], "192.0.2.10", 80) == "ok"
+    uid = users["kiwi-test"].pw_uid
+    assert quota_held("veths", uid) == 1, "the keeper holds the veth's slot while the veth lives"
+    # the sandbox ends: its netns and the veth with it, then the keeper
+    # removes the table and the files and lets the slots go
+    c.call("end_sandbox", sid=sb["id"])
+    for _ in range(1200):   # the netns's death is asynchronous; 60 s at most
+        if leftovers(world.host) == ([], []) and not quota_held("veths", uid):
+            break
+        time.sleep(0.05)
+    assert leftovers(world.host) == ([], []) and not quota_held("veths", uid)
+    assert not Path(prep["hosts"]).exists() and not Path(prep["resolv"]).exists()
