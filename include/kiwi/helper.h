@@ -184,7 +184,8 @@ struct kiwi_helper;
 int kiwi_helper_start(struct kiwi_helper **h, kiwi_err *err);
 /* Sends one request (with fd when >= 0: the sandbox's pidfd) and returns
  * the helper's answer when it says "ok"; a refusal becomes err, in the
- * helper's own words. Free the answer with kiwi_json_free(). */
+ * helper's own words, and so does a helper that has not answered within
+ * 30 s (ETIMEDOUT). Free the answer with kiwi_json_free(). */
 kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd,
 				kiwi_err *err);
 /* Before clone: starts the helper when *h is NULL and asks it to prepare

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KIWI_HELPER_PATH
@@ -114,6 +115,33 @@ int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err)
 	return 0;
 }
 
+/* A request costs the helper milliseconds, the slowest (egress-prepare
+ * resolving --allow-host names) a resolver's timeouts: a wait past this
+ * means it is stuck, and kiwi-run, which waits with its signals blocked,
+ * must not hang with it. */
+#define HELPER_ANSWER_TIMEOUT_MS 30000
+
+/* Until the answer is there to read, HELPER_ANSWER_TIMEOUT_MS at most. */
+static int wait_answer(int sock, kiwi_err *err)
+{
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long long left = HELPER_ANSWER_TIMEOUT_MS - ((now.tv_sec - start.tv_sec) * 1000LL +
+							     (now.tv_nsec - start.tv_nsec) / 1000000);
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+		int r = left > 0 ? poll(&p, 1, (int)left) : 0;
+		if (r > 0)
+			return 0;
+		if (r == 0)
+			return kiwi_error(err, ETIMEDOUT, STEP, "kiwi-helper `%s` did not answer within %d s",
+					  kiwi_helper_path(), HELPER_ANSWER_TIMEOUT_MS / 1000);
+		if (errno != EINTR)
+			return kiwi_error(err, errno, STEP, "cannot wait for kiwi-helper's answer");
+	}
+}
+
 /* Sends one request (with fd when >= 0) and reads its answer; a refusal
  * becomes err, in the helper's words. */
 kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
@@ -134,8 +162,10 @@ kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t l
 	/* A helper that refused to start has answered already and gone:
 	 * the send may fail, the answer is still there to read. */
 	sendmsg(h->sock, &mh, MSG_NOSIGNAL);
+	if (wait_answer(h->sock, err) < 0)
+		return NULL;
 	_cleanup_free_ char *buf = malloc(KIWI_HELPER_MSG_MAX);
-	ssize_t n = buf ? recv(h->sock, buf, KIWI_HELPER_MSG_MAX, 0) : -1;
+	ssize_t n = buf ? recv(h->sock, buf, KIWI_HELPER_MSG_MAX, MSG_DONTWAIT) : -1;
 	if (n <= 0) {
 		kiwi_error(err, n < 0 ? errno : EPIPE, STEP, "kiwi-helper `%s` ended without answering "
 			   "(not installed setuid root?)", kiwi_helper_path());

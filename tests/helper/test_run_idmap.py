@@ -310,3 +310,16 @@ def test_limits_refused_on_a_hybrid_host_with_a_map_asked(kiwi_run, helper, conf
     r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--pids", "20"], ["true"])
     refused(r, "hybrid")
     assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_a_helper_that_never_answers_does_not_hang_kiwi_run(kiwi_run, install_dir, config):
+    """Issue 20: kiwi_helper_exchange waited for the answer without a
+    deadline, with kiwi-run's signals blocked. A helper that reads the
+    request and never answers (it ends when its socket closes) now costs
+    30 s and one plain line, exit 125."""
+    mute = install_dir / "mute-helper"
+    mute.write_text("#!/bin/sh\nexec cat <&3 >/dev/null\n")
+    mute.chmod(0o755)
+    r = run_as("kiwi-test", kiwi_run, mute, ["--uidmap", "0:200000:65536"], ["true"])
+    assert r.returncode == 125, explain(r)
+    assert r.stderr.count("\n") == 1 and "did not answer within 30 s" in r.stderr, explain(r)
