@@ -332,3 +332,61 @@ def test_sigkill_of_the_helper_fails_closed(in_world, users, world):
         time.sleep(0.05)
     assert leftovers(world.host) == ([], []) and not quota_held("veths", uid)
     assert not Path(prep["hosts"]).exists() and not Path(prep["resolv"]).exists()
+
+
+def test_quota_holds_over_sessions_killed_at_random_points(in_world, users, world):
+    """Issue 19: 20 sessions of one user (max_veths 2), overlapping, each
+    ended at a random point by a kill -9 of its caller or of its helper
+    (by root). At every step each veth of the world is counted in the
+    user's quota and the quota never exceeds its max; at the end nothing
+    is left and no slot is held."""
+    import random
+    rng = random.Random(19)
+    uid = users["kiwi-test"].pw_uid
+    live, ends = [], []
+
+    def check():
+        veths = len(leftovers(world.host)[0])
+        held = quota_held("veths", uid)
+        assert veths <= held <= 2, (veths, held)
+        assert quota_held("sandboxes", uid) <= 3
+
+    def end(c):
+        attached = c.attached
+        if rng.random() < 0.5:
+            ends.append(("caller", attached))
+            c.p.kill()                       # the caller
+            c.p.wait()
+        else:
+            ends.append(("helper", attached))
+            os.kill(c.helper_pid, signal.SIGKILL)   # its helper, by root
+            wait_gone(c.helper_pid)
+            check()
+            c.finish()                       # then the caller, and its sandbox, go
+
+    for _ in range(20):
+        c = in_world()
+        c.start()
+        c.attached = False
+        stage = rng.choice((0, 1, 2, 3, 3, 3))
+        if stage >= 1 and c.request(PUBLIC).get("ok"):
+            if stage >= 2:
+                sb = c.call("sandbox")
+                if stage >= 3 and c.request(idmap(users), [{"sandbox": sb["id"]}]) == {"ok": True}:
+                    c.attached = c.request({"op": "egress-attach"}, [{"sandbox": sb["id"]}]).get("ok", False)
+        check()
+        live.append(c)
+        if len(live) > 2 or rng.random() < 0.5:
+            end(live.pop(rng.randrange(len(live))))
+            check()
+    for c in live:
+        end(c)
+    for _ in range(1200):   # namespaces die asynchronously; 60 s at most
+        check()
+        if leftovers(world.host) == ([], []) and not quota_held("veths", uid):
+            break
+        time.sleep(0.05)
+    assert leftovers(world.host) == ([], []) and quota_held("veths", uid) == 0
+    assert quota_held("sandboxes", uid) == 0
+    # the seed reaches both kinds of kill with a veth up
+    assert ("caller", True) in ends and ("helper", True) in ends, ends
