@@ -182,7 +182,10 @@ void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_eve
  * (at most 64 entries each, in the order first seen; a connection counts
  * once, a denied attempt each time it is retried), then
  * "egress_blocked_other" and "egress_allowed_other": what did not fit,
- * plus the times the kernel dropped log messages. NULL e: empty. */
+ * plus the times the kernel dropped log messages; then the network
+ * audit's "network_attempted", "network_attempt_count" and
+ * "network_attempts" (kiwi/net_audit.h) over every attempt, allowed or
+ * denied. NULL e: empty. */
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
 
 /* host_allowlist by name: the name gate (kiwi/proxy.h), a thread of the

@@ -50,6 +50,11 @@ struct kiwi_net_attempts {
  * socket's fd (close-on-exec) for the parent, or -1 with err set. */
 int kiwi_net_audit_setup(kiwi_err *err);
 
+/* Counts one attempt into a (the first KIWI_NET_AUDIT_KEEP distinct ones
+ * kept): the audit's tally, shared with the egress audit. */
+void kiwi_net_attempts_add(struct kiwi_net_attempts *a, uint8_t family, uint8_t proto, const uint8_t *dst,
+			   uint16_t port);
+
 /* Parent side: reads every log message queued on fd now into a; never
  * blocks. */
 int kiwi_net_audit_drain(int fd, struct kiwi_net_attempts *a, kiwi_err *err);

@@ -92,8 +92,10 @@ void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_eve
 	pthread_mutex_lock(&e->audit_lock);
 	/* an allowed event without a port is the gate's DNS answer: a line,
 	 * not a connection */
-	if (!ev->allowed || ev->port)
+	if (!ev->allowed || ev->port) {
 		count(ev->allowed ? &e->allowed : &e->blocked, ev);
+		kiwi_net_attempts_add(&e->attempts, ev->family, ev->proto, ev->dst, ev->port);
+	}
 	write_line(e, ev);
 	pthread_mutex_unlock(&e->audit_lock);
 }
@@ -210,6 +212,10 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 	write_summary(w, "egress_allowed", e ? &e->allowed : NULL);
 	kiwi_jw_key(w, "egress_allowed_other");
 	kiwi_jw_int(w, e ? (long long)e->allowed.other : 0);
+	/* egress and the network audit are one mechanism: the audit's fields,
+	 * every attempt allowed or denied */
+	struct kiwi_net_attempts none = { 0 };
+	kiwi_net_audit_write_verdict(w, e ? &e->attempts : &none);
 	if (e)
 		pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
 }

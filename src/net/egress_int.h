@@ -5,6 +5,7 @@
 #define KIWI_EGRESS_INT_H
 
 #include "kiwi/egress.h"
+#include "kiwi/net_audit.h"
 #include "kiwi/nft.h"
 
 #include <pthread.h>
@@ -68,6 +69,7 @@ struct kiwi_egress {
 	struct mnl_socket *nflog;
 	struct mnl_socket *nft;     /* kept open: see kiwi_nft_open() */
 	struct egress_summary blocked, allowed;
+	struct kiwi_net_attempts attempts;   /* the network audit's fields, from the same events */
 	uint64_t audit_lines;
 	unsigned lost;
 	/* host_allowlist: the name gate, attached by the launcher (never by

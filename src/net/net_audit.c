@@ -151,15 +151,14 @@ int kiwi_net_audit_setup(kiwi_err *err)
 
 /* ---- parent side ---- */
 
-static void tally(const struct kiwi_nflog_packet *p, void *arg)
+void kiwi_net_attempts_add(struct kiwi_net_attempts *a, uint8_t family, uint8_t proto, const uint8_t *dst,
+			   uint16_t port)
 {
-	struct kiwi_net_attempts *a = arg;
-	size_t alen = p->family == 6 ? 16 : 4;
+	size_t alen = family == 6 ? 16 : 4;
 	a->total++;
 	for (size_t i = 0; i < a->n; i++) {
 		struct kiwi_net_attempt *t = &a->first[i];
-		if (t->family == p->family && t->proto == p->proto && t->port == p->port &&
-		    !memcmp(t->dst, p->dst, alen)) {
+		if (t->family == family && t->proto == proto && t->port == port && !memcmp(t->dst, dst, alen)) {
 			t->count++;
 			return;
 		}
@@ -167,8 +166,13 @@ static void tally(const struct kiwi_nflog_packet *p, void *arg)
 	if (a->n == KIWI_NET_AUDIT_KEEP)
 		return;
 	struct kiwi_net_attempt *t = &a->first[a->n++];
-	*t = (struct kiwi_net_attempt){ .family = p->family, .proto = p->proto, .port = p->port, .count = 1 };
-	memcpy(t->dst, p->dst, alen);
+	*t = (struct kiwi_net_attempt){ .family = family, .proto = proto, .port = port, .count = 1 };
+	memcpy(t->dst, dst, alen);
+}
+
+static void tally(const struct kiwi_nflog_packet *p, void *arg)
+{
+	kiwi_net_attempts_add(arg, p->family, p->proto, p->dst, p->port);
 }
 
 int kiwi_net_audit_drain(int fd, struct kiwi_net_attempts *a, kiwi_err *err)

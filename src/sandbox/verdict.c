@@ -127,8 +127,8 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	/* egress without a module of ours (through kiwi-helper, or failed
 	 * before it was made): the fields, empty */
 	if (!strcmp(network, "egress"))
-		kiwi_egress_write_verdict(r->egress, w);
-	if (r->net_audit)
+		kiwi_egress_write_verdict(r->egress, w);   /* the audit's fields too */
+	else if (r->net_audit)
 		kiwi_net_audit_write_verdict(w, &r->net_attempts);
 }
 

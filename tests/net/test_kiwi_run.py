@@ -109,6 +109,11 @@ def test_public_internet(run, scratch):
     assert {(a["proto"], a["dst"], a["port"]) for a in v["egress_allowed"]} == {
         ("tcp", "203.0.113.10", 80), ("udp", "198.51.100.10", 443), ("tcp", "5.5.5.5", 443),
         ("udp", "192.0.2.53", 53)}, v["egress_allowed"]
+    # egress and the network audit are one mechanism: the audit's fields,
+    # over every attempt allowed or denied
+    assert v["network_attempted"] is True and v["network_attempt_count"] >= len(calls), v
+    assert {(a["proto"], a["dst"], a["port"]) for a in v["network_attempts"]} == {
+        (c[0], c[1], c[2]) for c in calls if c[0] != "dns"} | {("udp", "192.0.2.53", 53)}, v["network_attempts"]
 
 
 def test_gateway_and_host_loopback_unreachable(run):

@@ -114,6 +114,12 @@ def test_install_fetches_from_the_registry_then_verify_runs_offline(root_phase, 
     v = r.verdict
     assert v["reason"] is None and v["network"] == "egress", v
     assert v["plan"]["steps"] == [["npm", "ci"]], v["plan"]
+    # egress and the audit together: what install reached, allowed, and the
+    # audit's fields over the same attempts
+    assert any(a["dst"] == REGISTRY and a["port"] == PORT and a["rule"] == "allowed:cidr"
+               for a in v["egress_allowed"]), v["egress_allowed"]
+    assert v["network_attempted"] is True, v
+    assert any(a["dst"] == REGISTRY and a["port"] == PORT for a in v["network_attempts"]), v["network_attempts"]
     assert (ws / "node_modules" / pkg["name"] / "index.js").is_file()
 
     r = root_phase("verify", ws, (), ["npm", "test"], rootfs=node_rootfs, prefix=world.hx(), timeout=120)
@@ -158,5 +164,7 @@ def test_install_outside_the_policy_is_blocked_and_reported(root_phase, node_roo
     assert r.returncode != 0, explain(r)
     v = r.verdict
     assert v["reason"] in ("install_failed", "install_timed_out"), v
-    assert any(b["dst"] == REGISTRY and b["port"] == PORT for b in v["egress_blocked"]), v["egress_blocked"]
+    assert any(b["dst"] == REGISTRY and b["port"] == PORT and b["rule"] == "not_allowed:documentation"
+               for b in v["egress_blocked"]), v["egress_blocked"]
+    assert v["network_attempted"] is True, v
     assert not (ws / "node_modules" / pkg["name"] / "index.js").exists()
