@@ -33,14 +33,12 @@ enum {
  * directories, the last component as flags say. Iterative, so a path of
  * any depth costs pid 1 no stack. what names the path in errors. */
 int kiwi_mount_ensure(int rootfd, const char *path, unsigned flags, const char *what, kiwi_err *err);
-/* Binds the host's /dev/<name> (null, zero, full, random, urandom, tty),
+/* Binds each of the host's /dev/{null,zero,full,random,urandom,tty},
  * checked to be that device, read-only (device I/O still works; chmod,
  * chown and utime of the host's inode do not), nosuid and noexec, onto
  * <name> below devfd: an empty file created there, or what is there if it
  * is a file or a device node. Anything else there (a symlink) is refused,
  * never followed; a mount already there (an OCI bind) is left alone. */
-int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err);
-/* Every one of those nodes. */
 int kiwi_mount_host_nodes(int devfd, kiwi_err *err);
 /* Makes name a read-only (nosuid, nodev, noexec) bind of itself; a path
  * this kernel does not have is fine. */

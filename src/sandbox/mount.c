@@ -212,14 +212,9 @@ static int node_mount_point(int devfd, const char *name, kiwi_err *err)
 	return TAKE_FD(fd);
 }
 
-int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err)
+static int bind_host_node(int devfd, const struct host_node *n, kiwi_err *err)
 {
-	const struct host_node *n = NULL;
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(host_nodes); i++)
-		if (!strcmp(host_nodes[i].name, name))
-			n = &host_nodes[i];
-	if (!n)
-		return kiwi_error(err, EINVAL, "mount", "/dev/%s is not a node kiwi-run binds", name);
+	const char *name = n->name;
 	/* A mount of its own there is the caller's (an OCI bind): theirs. */
 	struct statx stx;
 	if (statx(devfd, name, AT_SYMLINK_NOFOLLOW, 0, &stx) == 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
@@ -236,7 +231,7 @@ int kiwi_mount_bind_host_node(int devfd, const char *name, kiwi_err *err)
 int kiwi_mount_host_nodes(int devfd, kiwi_err *err)
 {
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(host_nodes); i++)
-		if (kiwi_mount_bind_host_node(devfd, host_nodes[i].name, err) < 0)
+		if (bind_host_node(devfd, &host_nodes[i], err) < 0)
 			return -1;
 	return 0;
 }
