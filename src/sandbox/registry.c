@@ -157,7 +157,8 @@ static int open_tmp(bool create, struct regdir *d, kiwi_err *err)
 		return 0;
 	/* Not there (and not to be made): nothing registered. Anything
 	 * else there means someone else holds the name. */
-	if (e.errnum == ENOENT || (e.errnum != EPERM && e.errnum != ELOOP && e.errnum != ENOTDIR)) {
+	if (e.errnum == ENOENT ||
+	    (e.errnum != EPERM && e.errnum != EACCES && e.errnum != ELOOP && e.errnum != ENOTDIR)) {
 		*err = e;
 		errno = e.errnum;
 		return -1;

@@ -181,7 +181,7 @@ SQUATTED = r"""
 set -u
 mount -t tmpfs kiwi-ops-test /tmp
 # another local user takes the name first
-$OTHER mkdir -m 0755 /tmp/kiwi-run-$OWNER
+$OTHER mkdir -m $MODE /tmp/kiwi-run-$OWNER
 $AS $KIWI run --rootfs "$ROOTFS" -- sleep 1000 &
 i=0; id=
 until [ -n "$id" ] || [ $i -ge 200 ]; do
@@ -197,17 +197,19 @@ ls -A /tmp
 """
 
 
-def test_a_squatted_tmp_name_breaks_neither_list_nor_kill(kiwi):
+@pytest.mark.parametrize("mode", ["0755", "0700"])
+def test_a_squatted_tmp_name_breaks_neither_list_nor_kill(kiwi, mode):
     """Issue 20: another local user creates /tmp/kiwi-run-UID first. The
     registry moves to a /tmp/kiwi-run-UID.XXXXXX of the owner's, found by
     owner and mode, so list and kill still work, and the squatter's
-    directory is left alone. A /tmp of our own, as above."""
+    directory is left alone (0700: the owner cannot even open it). A /tmp
+    of our own, as above."""
     if kiwi.mode == "root":
         pytest.skip("root always uses /run/kiwi/sandboxes")
     if os.geteuid() != 0:
         pytest.skip("a private /tmp and a second user need root")
     env = dict(no_xdg(kiwi), KIWI=kiwi.binary, ROOTFS=kiwi.rootfs, OWNER=str(kiwi.uid),
-               AS=" ".join(kiwi.prefix), OTHER=" ".join(OTHER_USER))
+               AS=" ".join(kiwi.prefix), OTHER=" ".join(OTHER_USER), MODE=mode)
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", SQUATTED],
                        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
     assert r.stdout.splitlines() == ["listed yes", "700 kiwi-test", "status 143", "nobody",
