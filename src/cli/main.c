@@ -73,7 +73,10 @@ static void ensure_stdio(void)
  * thing (kiwi_init_main), so nothing kiwi-run keeps may point into it. */
 static char **own_arguments(int argc, char **argv)
 {
-	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
+	/* Kept in a static, not only in main's frame: the copy lives as long
+	 * as the process, and LeakSanitizer sees it that way. */
+	static char **copy;
+	copy = calloc((size_t)argc + 1, sizeof(*copy));
 	for (int i = 0; copy && i < argc; i++)
 		if (!(copy[i] = strdup(argv[i])))
 			return NULL;
