@@ -48,6 +48,12 @@ int kiwi_fslayer_overlay(int upper, int work, int lower, kiwi_err *err);
 /* A detached bind of the layer's directory name (made with mode). */
 int kiwi_fslayer_subdir(int layer, const char *name, mode_t mode, kiwi_err *err);
 
+/* Whether overlayfs can keep its whiteouts and opaque directories in the
+ * layer: user.* xattrs on tmpfs came with Linux 6.6. Without them a
+ * layered bind could not replace a directory of its source (EIO), so it
+ * is bound in place instead. */
+bool kiwi_fslayer_holds_xattrs(int layer);
+
 /* Either side: what the layer holds now, in KiB, and whether it is full. */
 int kiwi_fslayer_usage(int layer, uint64_t *used_kib, bool *full);
 

@@ -148,6 +148,10 @@ struct kiwi_sandbox_result {
 	uint64_t output_dropped;  /* bytes a stalled reader never got (the run ended first) */
 	bool disk_full;           /* the writable layer was full at some point */
 	uint64_t disk_used_kib;   /* its peak use */
+	/* Layered binds were bound in place: this kernel's tmpfs holds no
+	 * user xattrs (kiwi_fslayer_holds_xattrs), so --disk did not bound
+	 * them and nothing was landed. */
+	bool binds_in_place;
 	/* ws_mode KIWI_WS_LAYER: the layer (kiwi/fslayer.h), until
 	 * kiwi_sandbox_result_release(). */
 	bool has_layer;

@@ -28,6 +28,7 @@ enum kiwi_sync_type {
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */
+#define KIWI_SYNC_BINDS_IN_PLACE 4u  /* EXIT: layered binds were bound in place */
 /* MAPS_DONE: kiwi-helper moved pid 1 into its cgroup after clone, so the
  * cgroup namespace made at clone is rooted at the caller's cgroup: pid 1
  * makes a new one, rooted at the sandbox's cgroup. */

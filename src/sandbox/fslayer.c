@@ -83,6 +83,15 @@ int kiwi_fslayer_subdir(int layer, const char *name, mode_t mode, kiwi_err *err)
 	return tree;
 }
 
+bool kiwi_fslayer_holds_xattrs(int layer)
+{
+	_cleanup_close_ int fd = openat(layer, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsetxattr(fd, "user.kiwi.probe", "y", 1, 0) < 0)
+		return false;
+	fremovexattr(fd, "user.kiwi.probe");
+	return true;
+}
+
 int kiwi_fslayer_usage(int layer, uint64_t *used_kib, bool *full)
 {
 	struct statfs sf;

@@ -245,6 +245,7 @@ struct disk_watch {
 	int layer;
 	uint64_t peak_kib;
 	bool full;
+	bool in_place;     /* layered binds were bound in place (kiwi_fslayer_holds_xattrs) */
 };
 
 /* Often enough to catch a fill that a command then cleans up, rarely
@@ -273,7 +274,7 @@ static void report_exit(int sock, int status, struct disk_watch *d)
 		.mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
 		.utime_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec,
 		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
-		.flags = d->full ? KIWI_SYNC_DISK_FULL : 0,
+		.flags = (d->full ? KIWI_SYNC_DISK_FULL : 0) | (d->in_place ? KIWI_SYNC_BINDS_IN_PLACE : 0),
 		.disk_used_kib = d->peak_kib,
 	};
 	kiwi_sync_send(sock, &m);
@@ -360,13 +361,22 @@ static int open_terminal(int sock, struct kiwi_init_args *cmd_args, kiwi_err *er
 
 /* The layer outlives the sandbox in kiwi-run's hands when a layered bind's
  * changes are to be landed or kept. */
-static int send_layer(int sock, const struct kiwi_sandbox_config *cfg, int layer, kiwi_err *err)
+static bool has_layered_binds(const struct kiwi_sandbox_config *cfg)
 {
 	bool layered = false;
 	for (size_t i = 0; i < cfg->n_binds; i++)
 		layered |= cfg->binds[i].layered && !cfg->binds[i].read_only;
-	if (!layered || cfg->ws_mode == KIWI_WS_DISCARD)
+	return layered;
+}
+
+static int send_layer(int sock, const struct kiwi_sandbox_config *cfg, struct disk_watch *d, kiwi_err *err)
+{
+	if (!has_layered_binds(cfg))
 		return 0;
+	d->in_place = !kiwi_fslayer_holds_xattrs(d->layer);
+	if (cfg->ws_mode == KIWI_WS_DISCARD || d->in_place)
+		return 0;
+	int layer = d->layer;
 	struct kiwi_sync_msg m = { .type = KIWI_SYNC_LAYER_FD };
 	if (kiwi_sync_send_fd(sock, &m, layer) < 0)
 		return kiwi_error(err, errno, "sync", "cannot pass the writable layer to kiwi-run");
@@ -485,7 +495,7 @@ static int build_filesystem(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_sandbox_config *cfg = c->cfg;
 	if (kiwi_mount_rootfs(cfg, &c->disk.layer, err) < 0 ||
-	    send_layer(c->args->sock, cfg, c->disk.layer, err) < 0)
+	    send_layer(c->args->sock, cfg, &c->disk, err) < 0)
 		return -1;
 	note(c, "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs, cfg->rw_root ? "rw" : "ro", cfg->n_binds);
 	return 0;

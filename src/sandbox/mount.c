@@ -298,9 +298,10 @@ static int layered_tree(int layer, size_t index, const char *source, kiwi_err *e
 	return kiwi_fslayer_overlay(upper, work, lower, err);
 }
 
+/* layer: -1 when layered binds are bound in place (kiwi_fslayer_holds_xattrs). */
 static int mount_bind(int rootfd, int layer, size_t index, const struct kiwi_bind *b, kiwi_err *err)
 {
-	_cleanup_close_ int tree = b->layered && !b->read_only
+	_cleanup_close_ int tree = b->layered && !b->read_only && layer >= 0
 		? layered_tree(layer, index, b->source, err)
 		: open_tree(AT_FDCWD, b->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (tree < 0 && err->step[0])
@@ -567,8 +568,12 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiw
 	_cleanup_close_ int tmp_target = tmp < 0 ? -1 : kiwi_mount_ensure(rootfd, "/tmp", KIWI_ENSURE_DIR, "mount point", err);
 	if (tmp_target < 0 || attach(tmp, tmp_target, "", "/tmp", err) < 0)
 		return -1;
+	int for_binds = kiwi_fslayer_holds_xattrs(layer) ? layer : -1;
+	if (for_binds < 0 && cfg->ws_mode == KIWI_WS_DISCARD)
+		return kiwi_error(err, EOPNOTSUPP, "workspace", "cannot discard the workspace's changes: this "
+				  "kernel's tmpfs holds no user xattrs (Linux 6.6), so it is bound in place");
 	for (size_t i = 0; i < cfg->n_binds; i++)
-		if (mount_bind(rootfd, layer, i, &cfg->binds[i], err) < 0)
+		if (mount_bind(rootfd, for_binds, i, &cfg->binds[i], err) < 0)
 			return -1;
 	if (kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
 			     err) < 0)

@@ -318,6 +318,7 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		res->cpu_sys_us = m->stime_us;
 		res->disk_full = m->flags & KIWI_SYNC_DISK_FULL;
 		res->disk_used_kib = m->disk_used_kib;
+		res->binds_in_place = m->flags & KIWI_SYNC_BINDS_IN_PLACE;
 		KIWI_DEBUG(f->cfg->debug, "run", 0, "exit", "the command ended: %s %d (sync #3)",
 			   res->signal ? "signal" : "status", res->signal ? res->signal : res->exit_code);
 		break;

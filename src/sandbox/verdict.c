@@ -97,6 +97,9 @@ static void write_mechanisms(kiwi_json_writer *w, const struct kiwi_sandbox_resu
 	kiwi_jw_string(w, r->memory_bound ? "cgroup" : NULL);
 	kiwi_jw_key(w, "disk");
 	kiwi_jw_string(w, r->started ? "tmpfs" : NULL);
+	/* Layered binds: bound in place where the layer cannot hold them. */
+	kiwi_jw_key(w, "workspace_in_place");
+	kiwi_jw_bool(w, r->binds_in_place);
 	kiwi_jw_close_object(w);
 }
 
