@@ -22,7 +22,8 @@ enum kiwi_open_output {
 };
 
 /* Opens path for writing on the caller's behalf. A symbolic link as its
- * last component is refused, never followed (ELOOP); an existing regular
+ * last component is refused, never followed (ELOOP), except the host's
+ * own names of an fd we hold (/dev/stdout, /dev/fd/N); an existing regular
  * file must belong to our euid and have no other name (a hard link), and
  * is truncated only once that is checked. Devices, pipes and terminals
  * are taken as they are. step and what name it in errors ("verdict",

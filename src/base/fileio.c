@@ -3,6 +3,7 @@
 #include "kiwi/cleanup.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +67,26 @@ static int refused_open(const char *path, const char *step, const char *what, ki
 	return kiwi_error(err, errno, step, "cannot write %s `%s`", what, path);
 }
 
+/* /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: links of the
+ * host's own /dev and /proc to a file this process already holds (what
+ * `--stdout >(tee log)` gives), never one a sandbox could plant. */
+static bool names_own_fd(const char *path)
+{
+	static const char *const fds[] = { "/dev/fd/", "/proc/self/fd/" };
+	if (!strcmp(path, "/dev/stdout") || !strcmp(path, "/dev/stderr"))
+		return true;
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++) {
+		size_t n = strlen(fds[i]);
+		if (!strncmp(path, fds[i], n) && path[n] && strspn(path + n, "0123456789") == strlen(path + n))
+			return true;
+	}
+	return false;
+}
+
 int kiwi_open_output(const char *path, enum kiwi_open_output how, mode_t mode, const char *step, const char *what,
 		     kiwi_err *err)
 {
-	int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+	int flags = O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | (names_own_fd(path) ? 0 : O_NOFOLLOW);
 	if (how == KIWI_OUTPUT_APPEND)
 		flags |= O_APPEND;
 	/* No O_TRUNC here: the file is checked before anything in it goes. */

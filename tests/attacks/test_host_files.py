@@ -102,6 +102,20 @@ def test_control_a_plain_path_is_written_and_truncated(kiwi, flag):
     assert ("fresh" in text) if flag != "--verdict" else text.startswith("{")
 
 
+@pytest.mark.parametrize("name", ["/dev/fd/3", "/proc/self/fd/3"])
+def test_control_a_name_of_an_fd_we_hold_is_followed(kiwi, name):
+    """`--verdict >(jq .)` names /dev/fd/N: the host's own link to a pipe
+    kiwi-run already holds, which no sandbox can plant. The pipe is made
+    by a shell of the caller's (another user's pipe cannot be opened
+    again through /proc, by the kernel's rule)."""
+    run = kiwi.argv(["/bin/true"], ["--verdict", name])[len(kiwi.prefix):]
+    argv = [*kiwi.prefix, "/bin/sh", "-c", '"$@" 3>&1 >/dev/null | cat', "sh", *run]
+    r = subprocess.run(argv, capture_output=True, text=True, env=kiwi.env(), stdin=subprocess.DEVNULL,
+                       timeout=60)
+    assert r.returncode == 0, explain(r)
+    assert r.stdout.startswith('{"version"'), explain(r)
+
+
 def test_control_dev_null_is_taken_as_it_is(kiwi):
     r = kiwi.run(["/bin/echo", "gone"], ["--stdout", "/dev/null"])
     assert r.returncode == 0 and r.stdout == "", explain(r)
