@@ -210,6 +210,10 @@ void kiwi_egress_set_gate(struct kiwi_egress *e, uint16_t dns, uint16_t tcp);
 int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egress_child *child,
 		      struct kiwi_egress **out, kiwi_err *err);
 int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err);
+/* The shell's audit: the log socket kiwi-helper handed over (fd < 0:
+ * none), read by kiwi_egress_audit_read() like a socket of our own;
+ * e takes it. */
+void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
  * is fine). Goes on past failures and reports the first. */

@@ -197,6 +197,10 @@ int kiwi_helper_egress_prepare(struct kiwi_helper **h, const struct kiwi_egress_
  * ours that enters the sandbox's user and network namespaces (we own
  * them: no privilege needed), and we wait for the host end. */
 int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
+/* The caller's own half of an egress the helper made: its name gate and
+ * its audit (the sandbox's log socket, handed over by the helper, and
+ * --egress-audit, written by the caller). NULL: none. Owned by h. */
+struct kiwi_egress *kiwi_helper_egress(const struct kiwi_helper *h);
 /* Before clone: starts the helper when *h is NULL and asks it for a
  * cgroup with limits l under parent (NULL: the helper's subtree). Writes
  * the cgroup's name in the unified hierarchy ("/kiwi.slice/kiwi-...")

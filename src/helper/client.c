@@ -35,6 +35,7 @@ struct kiwi_helper {
 	/* host_allowlist by name: our own name gate (the helper only
 	 * redirects to it); NULL: none */
 	struct kiwi_egress *gate;
+	int answer_fd;                   /* an fd the last answer brought; -1: none */
 };
 
 const char *kiwi_helper_path(void)
@@ -82,7 +83,7 @@ int kiwi_helper_start(struct kiwi_helper **out, kiwi_err *err)
 		waitpid(pid, NULL, 0);
 		return kiwi_error(err, ENOMEM, STEP, "out of memory");
 	}
-	*h = (struct kiwi_helper){ .pid = pid, .sock = sp[0] };
+	*h = (struct kiwi_helper){ .pid = pid, .sock = sp[0], .answer_fd = -1 };
 	*out = h;
 	return 0;
 }
@@ -96,6 +97,8 @@ int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err)
 	if (!h)
 		return 0;
 	kiwi_egress_teardown(h->gate, NULL);
+	if (h->answer_fd >= 0)
+		close(h->answer_fd);
 	close(h->sock);
 	/* It removes the veth, the table and the cgroup, then exits. The
 	 * caller cannot kill it (its real uid is root): wait, but not for
@@ -142,6 +145,26 @@ static int wait_answer(int sock, kiwi_err *err)
 	}
 }
 
+/* One answer into buf, and the fd it may bring into h->answer_fd. */
+static ssize_t recv_answer(struct kiwi_helper *h, char *buf)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl = { 0 };
+	struct iovec iov = { buf, KIWI_HELPER_MSG_MAX };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n = recvmsg(h->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+		if (h->answer_fd >= 0)
+			close(h->answer_fd);
+		memcpy(&h->answer_fd, CMSG_DATA(c), sizeof(int));
+	}
+	return n;
+}
+
 /* Sends one request (with fd when >= 0) and reads its answer; a refusal
  * becomes err, in the helper's words. */
 kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
@@ -165,7 +188,7 @@ kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t l
 	if (wait_answer(h->sock, err) < 0)
 		return NULL;
 	_cleanup_free_ char *buf = malloc(KIWI_HELPER_MSG_MAX);
-	ssize_t n = buf ? recv(h->sock, buf, KIWI_HELPER_MSG_MAX, MSG_DONTWAIT) : -1;
+	ssize_t n = buf ? recv_answer(h, buf) : -1;
 	if (n <= 0) {
 		kiwi_error(err, n < 0 ? errno : EPIPE, STEP, "kiwi-helper `%s` ended without answering "
 			   "(not installed setuid root?)", kiwi_helper_path());
@@ -265,9 +288,6 @@ static int check_unprivileged(const struct kiwi_egress_config *c, kiwi_err *err)
 {
 	struct kiwi_egress_config d;
 	kiwi_egress_config_init(&d);
-	if (c->audit_path)
-		return kiwi_error(err, EPERM, "egress", "--egress-audit needs root: the helper writes no file "
-							 "its caller names, and reads no audit for it");
 	if (c->pool.addr != d.pool.addr || c->pool.prefix != d.pool.prefix)
 		return kiwi_error(err, EPERM, "egress", "--egress-pool needs root: through the helper, the pool "
 							 "is the admin's");
@@ -321,7 +341,16 @@ int kiwi_helper_egress_prepare(struct kiwi_helper **hp, const struct kiwi_egress
 	 * helper's table redirects to the ports it bound. */
 	if (kiwi_egress_shell(c, &h->child, &h->gate, err) < 0 || kiwi_egress_gate_attach(h->gate, err) < 0)
 		return -1;
+	/* the audit: the sandbox's log socket, read here as root's kiwi-run
+	 * reads its own */
+	kiwi_egress_adopt_log(h->gate, h->answer_fd);
+	h->answer_fd = -1;
 	return 0;
+}
+
+struct kiwi_egress *kiwi_helper_egress(const struct kiwi_helper *h)
+{
+	return h ? h->gate : NULL;
 }
 
 /* In a child of ours: into the sandbox's user namespace (ours: we have

@@ -29,12 +29,33 @@ static void close_fds(struct message *m)
 	m->n_fds = 0;
 }
 
-static void send_answer(int sock, kiwi_json_writer *w)
+/* With fd >= 0 riding along (SCM_RIGHTS). */
+static void send_answer_fd(int sock, kiwi_json_writer *w, int fd)
 {
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
-	if (text)
-		send(sock, text, len, MSG_NOSIGNAL);
+	if (!text)
+		return;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl = { 0 };
+	struct iovec iov = { (void *)text, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		*c = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET,
+				       .cmsg_type = SCM_RIGHTS };
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+static void send_answer(int sock, kiwi_json_writer *w)
+{
+	send_answer_fd(sock, w, -1);
 }
 
 void helper_answer_error(int sock, const kiwi_err *err)
@@ -55,7 +76,12 @@ void helper_answer_error(int sock, const kiwi_err *err)
 	send_answer(sock, w);
 }
 
-static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_ifindex, const char *cgroup)
+/* log_fd: egress-prepare's audit log (the sandbox's NFLOG group), handed
+ * to the caller, which reads its own sandbox's attempts from it. The
+ * socket carries no privilege: every nfnetlink command on it needs
+ * CAP_NET_ADMIN of the sender too, which the caller lacks. */
+static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_ifindex, const char *cgroup,
+		      int log_fd)
 {
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (!w)
@@ -96,7 +122,7 @@ static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_
 		}
 	}
 	kiwi_jw_close_object(w);
-	send_answer(sock, w);
+	send_answer_fd(sock, w, log_fd);
 }
 
 /* 1: a message; 0: the caller is gone; -1: a broken message (err). */
@@ -230,7 +256,8 @@ static void handle(struct helper_session *s, struct message *m)
 	if (r < 0)
 		helper_answer_error(KIWI_HELPER_FD, &err);
 	else
-		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex, res.cgroup);
+		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex, res.cgroup,
+			  res.with_child ? kiwi_egress_audit_fd(s->egress) : -1);
 }
 
 /* kiwi-run sends at most five requests per session and each costs

@@ -196,7 +196,6 @@ static void addr6_of(const struct kiwi_egress *e, uint32_t addr, uint8_t *out)
 static void set_names(struct kiwi_egress *e, uint32_t block)
 {
 	e->block = block;
-	inet_pton(AF_INET6, EGRESS_POOL6, e->pool6);
 	addr6_of(e, block + 1, e->host6);
 	addr6_of(e, block + 2, e->sandbox6);
 	snprintf(e->id, sizeof(e->id), "%08x", block);
@@ -280,7 +279,8 @@ static struct kiwi_egress *egress_new(const struct kiwi_egress_config *c)
 	if (!e)
 		return NULL;
 	e->cfg = *c;
-	e->lock_fd = e->audit_file = -1;
+	e->lock_fd = e->audit_file = e->log_fd = -1;
+	inet_pton(AF_INET6, EGRESS_POOL6, e->pool6);
 	pthread_mutex_init(&e->audit_lock, NULL);
 	return e;
 }
@@ -372,9 +372,9 @@ int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egre
 	struct kiwi_egress *e = egress_new(c);
 	if (!e)
 		return kiwi_error(err, ENOMEM, "egress", "out of memory");
-	e->cfg.audit_path = NULL;   /* through the helper: no audit file */
 	e->block = child->gateway - 1;
-	if (host_addrs(e, err) < 0) {
+	/* --egress-audit: the caller's own file, opened with its own rights */
+	if (host_addrs(e, err) < 0 || open_audit(e, err) < 0) {
 		kiwi_egress_teardown(e, NULL);
 		return -1;
 	}
@@ -651,7 +651,15 @@ int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *er
 
 int kiwi_egress_audit_fd(const struct kiwi_egress *e)
 {
-	return e && e->nflog ? mnl_socket_get_fd(e->nflog) : -1;
+	return !e ? -1 : e->nflog ? mnl_socket_get_fd(e->nflog) : e->log_fd;
+}
+
+void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd)
+{
+	if (e && e->log_fd < 0)
+		e->log_fd = fd;
+	else if (fd >= 0)
+		close(fd);
 }
 
 /* ---- the end ---- */
@@ -692,6 +700,8 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 		mnl_socket_close(e->nft);
 	if (e->nflog)
 		mnl_socket_close(e->nflog);
+	if (e->log_fd >= 0)
+		close(e->log_fd);
 	if (e->audit_file >= 0)
 		close(e->audit_file);
 	if (e->lock_fd >= 0) {

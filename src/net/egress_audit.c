@@ -174,9 +174,8 @@ static void on_packet(const struct kiwi_nflog_packet *p, void *arg)
 
 int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err)
 {
-	if (!e || !e->nflog)
-		return 0;
-	return kiwi_nflog_drain(e->nflog, on_packet, e, &e->lost, err);
+	int fd = kiwi_egress_audit_fd(e);
+	return fd < 0 ? 0 : kiwi_nflog_drain_fd(fd, on_packet, e, &e->lost, err);
 }
 
 static void write_summary(kiwi_json_writer *w, const char *key, const struct egress_summary *s)

@@ -67,6 +67,7 @@ struct kiwi_egress {
 	uint16_t pin_ports[EGRESS_MAX_PINS];
 	size_t n_pins;
 	struct mnl_socket *nflog;
+	int log_fd;                 /* instead, through kiwi-helper: its log socket, handed over */
 	struct mnl_socket *nft;     /* kept open: see kiwi_nft_open() */
 	struct egress_summary blocked, allowed;
 	struct kiwi_net_attempts attempts;   /* the network audit's fields, from the same events */

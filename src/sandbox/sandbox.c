@@ -117,7 +117,8 @@ struct follow {
 	int sock, pidfd, sigfd, timerfd;
 	struct kiwi_output out, errout;
 	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
-	struct kiwi_egress *egress;  /* NULL: no network */
+	struct kiwi_egress *egress;  /* NULL: no network of our own */
+	struct kiwi_egress *audited; /* whose audit to read: egress, or kiwi-helper's caller half */
 	struct kiwi_registry *reg;   /* the entry for `kiwi-run list`, once made */
 	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
 	pid_t pid;                /* the sandbox's init */
@@ -533,7 +534,7 @@ static void fill_slots(struct follow *f, struct pollfd pfd[SLOT_COUNT])
 		[SLOT_STDERR] = kiwi_output_wants_read(&f->errout) ? f->errout.read_fd : -1,
 		[SLOT_STDOUT_DEST] = kiwi_output_wants_write(&f->out) ? f->out.out_fd : -1,
 		[SLOT_STDERR_DEST] = kiwi_output_wants_write(&f->errout) ? f->errout.out_fd : -1,
-		[SLOT_EGRESS_AUDIT] = f->egress ? kiwi_egress_audit_fd(f->egress) : -1,
+		[SLOT_EGRESS_AUDIT] = f->audited ? kiwi_egress_audit_fd(f->audited) : -1,
 		[SLOT_NET_AUDIT] = f->audit_fd,
 		[SLOT_TTY_IN] = relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
 		[SLOT_TTY_MASTER] = relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1,
@@ -587,7 +588,7 @@ static int follow(struct follow *f)
 		if (pfd[SLOT_PIDFD].revents)
 			on_init_gone(f);
 		if (pfd[SLOT_EGRESS_AUDIT].revents)
-			kiwi_egress_audit_read(f->egress, NULL);
+			kiwi_egress_audit_read(f->audited, NULL);
 		if (pfd[SLOT_NET_AUDIT].revents)
 			read_audit(f);
 		if (pfd[SLOT_SESSION].revents)
@@ -606,8 +607,8 @@ static int follow(struct follow *f)
 static void finish(struct follow *f)
 {
 	struct kiwi_sandbox_result *res = f->res;
-	if (f->egress)
-		kiwi_egress_audit_read(f->egress, NULL);
+	if (f->audited)
+		kiwi_egress_audit_read(f->audited, NULL);
 	/* The kernel queued each attempt as it was made: all are here. */
 	read_audit(f);
 	if (f->cg) {
@@ -791,7 +792,9 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			struct kiwi_cgroup *cg, kiwi_err *err)
 {
 	struct follow f = { .cfg = cfg, .res = res, .err = err, .sock = -1, .pidfd = -1,
-			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress, .audit_fd = -1,
+			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress,
+			    /* through kiwi-helper: the caller's half, with the audit */
+			    .audited = res->egress ? res->egress : kiwi_helper_egress(res->helper), .audit_fd = -1,
 			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1 };
 	/* A session's pid 1 lives in a leaf of its own, so that the session's
 	 * cgroup can hand its controllers on to each exec's. */

@@ -3,6 +3,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
 #include "kiwi/json.h"
+#include "kiwi/helper.h"
 #include "kiwi/net_audit.h"
 
 #include <errno.h>
@@ -129,8 +130,8 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	kiwi_jw_string(w, network);
 	/* egress without a module of ours (through kiwi-helper, or failed
 	 * before it was made): the fields, empty */
-	if (!strcmp(network, "egress"))
-		kiwi_egress_write_verdict(r->egress, w);   /* the audit's fields too */
+	if (!strcmp(network, "egress"))   /* the audit's fields too */
+		kiwi_egress_write_verdict(r->egress ? r->egress : kiwi_helper_egress(r->helper), w);
 	else if (r->net_audit)
 		kiwi_net_audit_write_verdict(w, &r->net_attempts);
 }
