@@ -46,6 +46,14 @@ enum kiwi_exec_type {
  * client (KIWI_EXEC_PTY), which relays it. */
 #define KIWI_EXEC_TTY 2u
 
+/* REQUEST: no command: the leader copies a file itself, with the
+ * session's ids, argv[0] naming the path inside (resolved with
+ * RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, a regular file only). COPY_IN
+ * reads fd 0 into a new file beside it, renamed over it once whole;
+ * COPY_OUT writes the file to fd 1. */
+#define KIWI_EXEC_COPY_IN 4u
+#define KIWI_EXEC_COPY_OUT 8u
+
 /* Bounds of a request: the strings are argv, then env, then cwd, each
  * NUL-terminated, packed after the header. */
 #define KIWI_EXEC_REQUEST_MAX (256 * 1024)
@@ -62,6 +70,7 @@ struct kiwi_exec_msg {
 	uint64_t utime_us;        /* EXIT: the exec's reaped processes */
 	uint64_t stime_us;
 	uint16_t rows, cols;      /* REQUEST with KIWI_EXEC_TTY */
+	uint32_t mode;            /* REQUEST with KIWI_EXEC_COPY_IN: the new file's */
 	kiwi_err err;             /* FAILED */
 };
 
@@ -72,6 +81,7 @@ struct kiwi_exec_request {
 	const char *cwd;
 	int fds[3];               /* stdin, stdout, stderr; -1: /dev/null */
 	uint16_t rows, cols;      /* KIWI_EXEC_TTY: the terminal's size */
+	uint32_t mode;            /* KIWI_EXEC_COPY_IN: the new file's permission bits */
 };
 
 /* Client side: sends the request (fds attached). */

@@ -47,6 +47,12 @@ struct kiwi_session_exec {
 int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_session_exec *x,
 		      struct kiwi_sandbox_result *res, kiwi_err *err);
 
+/* `session cp`: copies into the session (in: fd is read, the file at
+ * inside, an absolute path, is made with mode, whole or not at all) or out
+ * of it (fd is written), by the exec leader with the session's ids. */
+int kiwi_session_copy(const struct kiwi_registry_entry *e, bool in, const char *inside, int fd, mode_t mode,
+		      kiwi_err *err);
+
 /* What the supervisor checked once the session was gone, for `destroy`. */
 struct kiwi_session_evidence {
 	const char *reason;       /* what ended it */

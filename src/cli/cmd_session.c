@@ -473,6 +473,87 @@ static int session_exec(int argc, char **argv)
 	return status;
 }
 
+/* ---- cp ---------------------------------------------------------------- */
+
+/* "ID:/path" names a file in session ID (4 to 12 hex digits); anything
+ * else is a path on the host. */
+static const char *session_side(const char *arg, char id[KIWI_REGISTRY_ID_LEN + 1])
+{
+	size_t n = strspn(arg, "0123456789abcdef");
+	if (n < 4 || n > KIWI_REGISTRY_ID_LEN || arg[n] != ':')
+		return NULL;
+	snprintf(id, KIWI_REGISTRY_ID_LEN + 1, "%.*s", (int)n, arg);
+	return arg + n + 1;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static int cp_in(const struct kiwi_registry_entry *e, const char *host, const char *inside, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(host, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, "cp", "cannot open `%s`", host);
+	if (!S_ISREG(st.st_mode))
+		return kiwi_error(err, EINVAL, "cp", "`%s` is not a regular file (session cp copies files)", host);
+	_cleanup_free_ char *dest = NULL;
+	size_t len = strlen(inside);
+	if (len && inside[len - 1] == '/' && asprintf(&dest, "%s%s", inside, base_name(host)) < 0)
+		return kiwi_error(err, ENOMEM, "cp", "out of memory");
+	return kiwi_session_copy(e, true, dest ? dest : inside, fd, st.st_mode & 0777, err);
+}
+
+/* Out of the session: into a new file beside the destination, renamed
+ * over it once whole, never through a link planted there. */
+static int cp_out(const struct kiwi_registry_entry *e, const char *inside, const char *host, kiwi_err *err)
+{
+	struct stat st;
+	_cleanup_free_ char *dest = NULL, *tmp = NULL;
+	if (stat(host, &st) == 0 && S_ISDIR(st.st_mode) && asprintf(&dest, "%s/%s", host, base_name(inside)) < 0)
+		return kiwi_error(err, ENOMEM, "cp", "out of memory");
+	const char *target = dest ? dest : host;
+	_cleanup_free_ char *dir = strdup(target);
+	if (!dir)
+		return kiwi_error(err, ENOMEM, "cp", "out of memory");
+	char *slash = strrchr(dir, '/');
+	if (asprintf(&tmp, "%s%s.kiwi-cp.%d", slash ? "" : "./", target, (int)getpid()) < 0)
+		return kiwi_error(err, ENOMEM, "cp", "out of memory");
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return kiwi_error(err, errno, "cp", "cannot create `%s`", tmp);
+	if (kiwi_session_copy(e, false, inside, fd, 0, err) < 0 || rename(tmp, target) < 0) {
+		if (!err->step[0])
+			kiwi_error(err, errno, "cp", "cannot put the copy at `%s`", target);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static int session_cp(int argc, char **argv)
+{
+	if (argc != 3)
+		return kiwi_cli_usage_error("session cp", "give a source and a destination, one of them ID:/path");
+	char id_src[KIWI_REGISTRY_ID_LEN + 1], id_dst[KIWI_REGISTRY_ID_LEN + 1];
+	const char *in_src = session_side(argv[1], id_src), *in_dst = session_side(argv[2], id_dst);
+	if (!in_src == !in_dst)
+		return kiwi_cli_usage_error("session cp", "exactly one of source and destination is ID:/path");
+	kiwi_err err = { 0 };
+	struct kiwi_registry_entry e;
+	int r = kiwi_session_find(in_src ? id_src : id_dst, &e, &err);
+	if (r == 0)
+		r = in_dst ? cp_in(&e, argv[1], in_dst, &err) : cp_out(&e, in_src, argv[2], &err);
+	if (r < 0) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	return 0;
+}
+
 /* ---- destroy, list ----------------------------------------------------- */
 
 static int session_destroy(int argc, char **argv)
@@ -512,6 +593,7 @@ static void session_usage(FILE *out)
 		     "                                [--max-lifetime DUR]\n"
 		     "       kiwi-run session exec ID [--timeout DUR] [--verdict FILE] [--env K=V]\n"
 		     "                                [--pass-env NAME] [--tty] [--keep-background] -- CMD...\n"
+		     "       kiwi-run session cp HOST_FILE ID:/PATH   |   kiwi-run session cp ID:/PATH HOST_PATH\n"
 		     "       kiwi-run session list [--json]\n"
 		     "       kiwi-run session destroy ID\n\n"
 		     "One sandbox across many commands. See kiwi-run-session(1).\n");
@@ -534,7 +616,9 @@ int kiwi_cmd_session(int argc, char **argv)
 		return session_exec(argc - 1, argv + 1);
 	if (!strcmp(verb, "destroy"))
 		return session_destroy(argc - 1, argv + 1);
+	if (!strcmp(verb, "cp"))
+		return session_cp(argc - 1, argv + 1);
 	if (!strcmp(verb, "list"))
 		return kiwi_cli_list(argc - 1, argv + 1, true);
-	return kiwi_cli_usage_error("session", "unknown verb `%s`: create, exec, list or destroy", verb);
+	return kiwi_cli_usage_error("session", "unknown verb `%s`: create, exec, cp, list or destroy", verb);
 }

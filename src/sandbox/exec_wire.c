@@ -123,7 +123,8 @@ static char *put_strings(char *p, char *const *v)
 
 int kiwi_exec_send_request(int conn, const struct kiwi_exec_request *r, kiwi_err *err)
 {
-	struct kiwi_exec_msg h = { .type = KIWI_EXEC_REQUEST, .flags = r->flags, .rows = r->rows, .cols = r->cols };
+	struct kiwi_exec_msg h = { .type = KIWI_EXEC_REQUEST, .flags = r->flags, .rows = r->rows, .cols = r->cols,
+				   .mode = r->mode & 07777 };
 	size_t len = sizeof(h) + strings_size(r->argv, &h.argc) + strings_size(r->envp, &h.envc) +
 		     strlen(r->cwd) + 1;
 	if (len > KIWI_EXEC_REQUEST_MAX || h.argc > KIWI_EXEC_MAX_ARGS || h.envc > KIWI_EXEC_MAX_ARGS)
@@ -208,6 +209,7 @@ int kiwi_exec_recv_request(int conn, struct kiwi_exec_request *r, char **bufp, k
 	r->flags = h.flags;
 	r->rows = h.rows;
 	r->cols = h.cols;
+	r->mode = h.mode & 0777;
 	*bufp = TAKE_PTR(buf);
 	return 0;
 }

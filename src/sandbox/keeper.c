@@ -22,7 +22,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <linux/openat2.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -230,6 +232,99 @@ static void follow_command(struct leader *l)
 	}
 }
 
+/* Copies between two fds; 0, or -1 with errno. */
+static int copy_fd(int in, int out)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return (int)n;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return -1;
+			off += w;
+		}
+	}
+}
+
+static int open_inside(const char *path, int flags, mode_t mode)
+{
+	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY), .mode = mode,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+}
+
+/* `session cp` into the session: a hidden file beside the target, renamed
+ * over it once whole, so that a copy that does not fit (the layer's bound)
+ * or is cut off leaves nothing. */
+static int copy_in(const char *path, int src, mode_t mode, kiwi_err *err)
+{
+	char dir[4096], tmp[4200];
+	const char *slash = strrchr(path, '/');
+	if (!slash || !slash[1] || strlen(path) >= sizeof(dir))
+		return kiwi_error(err, EINVAL, "cp", "`%s` is not an absolute path to a file", path);
+	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	_cleanup_close_ int dfd = open_inside(dir, O_RDONLY | O_DIRECTORY, 0);
+	if (dfd < 0)
+		return kiwi_error(err, errno, "cp", "cannot open `%s` in the session", dir);
+	snprintf(tmp, sizeof(tmp), ".kiwi-cp.%d.%s", (int)getpid(), slash + 1);
+	_cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+				      mode ? mode : 0644);
+	if (fd < 0)
+		return kiwi_error(err, errno, "cp", "cannot create a file in `%s`", dir);
+	if (copy_fd(src, fd) < 0 || fsync(fd) < 0 || renameat(dfd, tmp, dfd, slash + 1) < 0) {
+		int e = errno;
+		unlinkat(dfd, tmp, 0);
+		return kiwi_error(err, e, "cp", "cannot write `%s` in the session", path);
+	}
+	return 0;
+}
+
+static int copy_out(const char *path, int dst, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open_inside(path, O_RDONLY | O_NOFOLLOW, 0);
+	struct stat st;
+	if (fd < 0)
+		return kiwi_error(err, errno, "cp", "cannot open `%s` in the session", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return kiwi_error(err, EINVAL, "cp", "`%s` is not a regular file", path);
+	if (copy_fd(fd, dst) < 0)
+		return kiwi_error(err, errno, "cp", "cannot read `%s` in the session", path);
+	return 0;
+}
+
+/* A copy instead of a command: the leader does it, with the session's ids. */
+_Noreturn static void leader_copy(struct leader *l)
+{
+	kiwi_err err = { 0 };
+	bool in = l->req.flags & KIWI_EXEC_COPY_IN;
+	int fd = in ? l->req.fds[0] : l->req.fds[1];
+	struct kiwi_exec_msg m = { .type = KIWI_EXEC_STARTED, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+	kiwi_exec_send(l->conn, &m, -1);
+	if (fd < 0)
+		kiwi_error(&err, EBADF, "cp", "no file to copy");
+	else if (in)
+		copy_in(l->req.argv[0], fd, l->req.mode, &err);
+	else
+		copy_out(l->req.argv[0], fd, &err);
+	if (err.step[0]) {
+		send_exec(l->conn, KIWI_EXEC_FAILED, &err);
+		_exit(1);
+	}
+	for (int i = 0; i < 3; i++)
+		if (l->req.fds[i] >= 0)
+			close(l->req.fds[i]);
+	l->status = 0;
+	report_exit(l, -1);
+	_exit(0);
+}
+
 _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer)
 {
 	struct leader l = { .conn = conn, .cmd = -1 };
@@ -263,6 +358,8 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	close(self);
 	if (wait_go(&l) < 0)
 		_exit(1);
+	if (l.req.flags & (KIWI_EXEC_COPY_IN | KIWI_EXEC_COPY_OUT))
+		leader_copy(&l);
 	if (start(&l, args, &err) < 0)
 		goto fail;
 	follow_command(&l);

@@ -422,3 +422,42 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 			close(fds[i]);
 	return r;
 }
+
+/* Waits for what the leader says next, skipping nothing: READY, STARTED,
+ * EXIT, or FAILED with its error. */
+static int expect(int conn, enum kiwi_exec_type want, struct kiwi_exec_msg *m, kiwi_err *err)
+{
+	int fd, got = kiwi_exec_recv(conn, m, 0, &fd);
+	kiwi_closep(&fd);
+	if (got > 0 && m->type == KIWI_EXEC_FAILED) {
+		*err = m->err;
+		return -1;
+	}
+	if (got <= 0 || m->type != want)
+		return kiwi_error(err, got < 0 ? errno : EPROTO, "cp", "the session broke off the copy");
+	return 0;
+}
+
+int kiwi_session_copy(const struct kiwi_registry_entry *e, bool in, const char *inside, int fd, mode_t mode,
+		      kiwi_err *err)
+{
+	if (inside[0] != '/')
+		return kiwi_error(err, EINVAL, "cp", "`%s`: give the path in the session from its root (/...)", inside);
+	char *argv[] = { (char *)inside, NULL }, *envp[] = { NULL };
+	struct kiwi_exec_request r = {
+		.flags = in ? KIWI_EXEC_COPY_IN : KIWI_EXEC_COPY_OUT, .argv = argv, .envp = envp, .cwd = "",
+		.fds = { in ? fd : -1, in ? -1 : fd, -1 }, .mode = mode,
+	};
+	_cleanup_close_ int conn = kiwi_session_connect(e, 'x', err);
+	if (conn < 0 || kiwi_exec_send_request(conn, &r, err) < 0)
+		return -1;
+	struct kiwi_exec_msg m;
+	if (expect(conn, KIWI_EXEC_READY, &m, err) < 0)
+		return -1;
+	m = (struct kiwi_exec_msg){ .type = KIWI_EXEC_GO };
+	if (kiwi_exec_send(conn, &m, -1) < 0)
+		return kiwi_error(err, errno, "cp", "cannot start the copy");
+	if (expect(conn, KIWI_EXEC_STARTED, &m, err) < 0 || expect(conn, KIWI_EXEC_EXIT, &m, err) < 0)
+		return -1;
+	return 0;
+}

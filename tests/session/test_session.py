@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,52 @@ def test_workspace_discarded(session, kiwi):
     r = s.destroy()
     assert r.returncode == 0 and json.loads(r.stdout)["workspace"] == "discarded", explain(r)
     assert list(ws.iterdir()) == []
+
+
+def test_cp_in_and_out(session, kiwi):
+    ws = workspace(kiwi)
+    src = ws / "patch.diff"
+    src.write_text("a patch\n")
+    src.chmod(0o755)
+    os.chown(src, kiwi.uid, kiwi.gid)
+    s = session()
+    r = s.raw("session", "cp", src, f"{s.id}:/tmp/")
+    assert r.returncode == 0, explain(r)
+    r = s.sh("cat /tmp/patch.diff; stat -c %a /tmp/patch.diff; echo result > /tmp/out.xml")
+    assert r.returncode == 0 and r.stdout == "a patch\n755\n", explain(r)
+    r = s.raw("session", "cp", f"{s.id}:/tmp/out.xml", ws)
+    assert r.returncode == 0 and (ws / "out.xml").read_text() == "result\n", explain(r)
+
+
+def test_cp_that_does_not_fit_leaves_nothing(session, kiwi):
+    ws = workspace(kiwi)
+    big = ws / "big"
+    big.write_bytes(os.urandom(12 << 20))
+    os.chown(big, kiwi.uid, kiwi.gid)
+    s = session("--disk", "8M")
+    one_error_line(s.raw("session", "cp", big, f"{s.id}:/tmp/big"), "No space left")
+    r = s.exec("ls", "-a", "/tmp")
+    assert r.returncode == 0 and r.stdout.split() == [".", ".."], f"a half copy was left: {r.stdout}"
+
+
+def test_cp_never_leaves_the_sandbox(session, kiwi):
+    ws = workspace(kiwi)
+    s = session()
+    assert s.sh("ln -s /etc/shadow /tmp/link; ln -s / /tmp/rootdir").returncode == 0
+    for inside in ("/tmp/link", "/proc/self/root/etc/passwd", "/proc/1/root/etc/passwd"):
+        one_error_line(s.raw("session", "cp", f"{s.id}:{inside}", ws / "got"), inside)
+    assert not (ws / "got").exists()
+    # A symlink on the way resolves inside the session's root, not the host's.
+    r = s.raw("session", "cp", f"{s.id}:/tmp/rootdir/etc/passwd", ws / "passwd")
+    assert r.returncode == 0, explain(r)
+    assert (ws / "passwd").read_text() == (Path(kiwi.rootfs) / "etc/passwd").read_text()
+    # A link planted at the host destination is replaced, never written through.
+    victim = ws / "victim"
+    victim.write_text("untouched\n")
+    (ws / "planted").symlink_to(victim)
+    assert s.sh("echo evil > /tmp/evil").returncode == 0
+    r = s.raw("session", "cp", f"{s.id}:/tmp/evil", ws / "planted")
+    assert r.returncode == 0, explain(r)
+    assert victim.read_text() == "untouched\n" and not (ws / "planted").is_symlink()
+    one_error_line(s.raw("session", "cp", ws / "victim", f"{s.id}:relative"), "relative")
+    one_error_line(s.raw("session", "cp", ws / "victim", ws / "other"), "ID:/path")
