@@ -501,6 +501,18 @@ static void undo(struct creation *c)
 	}
 }
 
+int kiwi_oci_compile_seccomp(const struct kiwi_oci_config *cfg, struct kiwi_seccomp **out, kiwi_err *err)
+{
+	if (!cfg->seccomp_json)
+		return 0;
+	for (size_t i = 0; i < cfg->n_mounts; i++)
+		if (cfg->mounts[i].bind && cfg->mounts[i].source &&
+		    kiwi_seccomp_cache_skip_if_reached(cfg->mounts[i].source))
+			break;
+	return kiwi_seccomp_compile_json(cfg->seccomp_json, strlen(cfg->seccomp_json), "config.json linux.seccomp",
+					 out, err);
+}
+
 static int prepare(struct creation *c, kiwi_err *err)
 {
 	bool forced = false;
@@ -510,9 +522,7 @@ static int prepare(struct creation *c, kiwi_err *err)
 		return -1;
 	if (forced && c->o->note)
 		c->o->note("io.kiwi annotations: the container gets a new network namespace with only lo");
-	if (c->cfg->seccomp_json &&
-	    kiwi_seccomp_compile_json(c->cfg->seccomp_json, strlen(c->cfg->seccomp_json), "config.json linux.seccomp",
-				      &c->seccomp, err) < 0)
+	if (kiwi_oci_compile_seccomp(c->cfg, &c->seccomp, err) < 0)
 		return -1;
 	snprintf(c->st.id, sizeof(c->st.id), "%s", c->o->id);
 	snprintf(c->st.bundle, sizeof(c->st.bundle), "%s", c->bundle);

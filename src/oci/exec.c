@@ -291,9 +291,7 @@ static int prepare(struct exec_ctx *c, kiwi_err *err)
 		return kiwi_error_wrap(err, "the container's bundle");
 	if (build_process(c, err) < 0)
 		return -1;
-	if (c->cfg->seccomp_json &&
-	    kiwi_seccomp_compile_json(c->cfg->seccomp_json, strlen(c->cfg->seccomp_json), "config.json linux.seccomp",
-				      &c->seccomp, err) < 0)
+	if (kiwi_oci_compile_seccomp(c->cfg, &c->seccomp, err) < 0)
 		return -1;
 	namespaces_of(c->cfg, &c->ns_flags);
 	c->cgroup = open_init_cgroup(c->st.pid, err);

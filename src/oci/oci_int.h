@@ -92,5 +92,8 @@ int kiwi_oci_run_hooks(const struct kiwi_oci_config *cfg, enum kiwi_oci_hook_kin
 char *kiwi_oci_state_text(const struct kiwi_oci_state *st, enum kiwi_oci_status s);
 int kiwi_oci_state_dir(const char *root, const char *id, char *out, size_t len, kiwi_err *err);
 int kiwi_oci_proc_start_time(pid_t pid, uint64_t *start, char *state);
+/* config.json linux.seccomp is compiled through the cache unless a bind
+ * of the container reaches the cache directory (kiwi-run-seccomp(5)). */
+int kiwi_oci_compile_seccomp(const struct kiwi_oci_config *cfg, struct kiwi_seccomp **out, kiwi_err *err);
 
 #endif

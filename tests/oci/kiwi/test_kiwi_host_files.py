@@ -80,3 +80,25 @@ def test_console_socket_through_a_planted_link_is_refused(oci):
             pass
     finally:
         srv.close()
+
+
+def test_a_container_that_binds_the_seccomp_cache_does_not_use_it(oci):
+    """A bind reaching the filter cache (kiwi-run-seccomp(5)) keeps the
+    container from the cache; the control, without it, fills it."""
+    profile = {"defaultAction": "SCMP_ACT_ALLOW",
+               "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}
+    for n, bind in enumerate((True, False)):
+        cache = oci.work / f"cache{n}"
+        cache.mkdir(mode=0o700)
+        os.chown(cache, *oci.ids)
+        cfg = oci.spec(["true"])
+        cfg["linux"]["seccomp"] = profile
+        if bind:
+            cfg["mounts"].append({"destination": "/mnt", "type": "bind", "source": str(cache),
+                                  "options": ["rbind", "rw"]})
+        b = oci.bundle(cfg)
+        env = dict(os.environ, KIWI_SECCOMP_CACHE_DIR=str(cache))
+        oci.cli("create", "--bundle", str(b), f"sc{n}", check=True, env=env)
+        oci.cli("delete", "--force", f"sc{n}", check=True)
+        entries = [p for p in os.listdir(cache) if p.endswith(".bpf")]
+        assert bool(entries) != bind, (bind, entries)
