@@ -33,6 +33,7 @@ struct client {
 	struct kiwi_sandbox_result *res;
 	kiwi_err *err;
 	int conn, timerfd, sigfd, master;
+	int leader;                /* the leader's pidfd */
 	struct kiwi_output out, errout;
 	struct kiwi_cgroup *cg;    /* the exec's own, below the session's; NULL: none */
 	struct kiwi_term term;
@@ -285,8 +286,8 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 		kiwi_closep(&fd);
 		return kiwi_error(c->err, EPROTO, "exec", "an unexpected message from the session");
 	}
-	_cleanup_close_ int pidfd = fd;
-	enter_own_cgroup(c, e, pidfd);
+	c->leader = fd;
+	enter_own_cgroup(c, e, c->leader);
 	m = (struct kiwi_exec_msg){ .type = KIWI_EXEC_GO };
 	if (kiwi_exec_send(c->conn, &m, -1) < 0)
 		return kiwi_error(c->err, errno, "exec", "cannot start the exec");
@@ -349,6 +350,11 @@ static void finish(struct client *c)
 	res->stderr_truncated = c->errout.truncated;
 	if (!c->cg)
 		return;
+	/* The leader has reported and is leaving: once it is gone, the cgroup
+	 * is empty and goes at the first rmdir, not after a kill and a wait. */
+	struct pollfd gone = { .fd = c->leader, .events = POLLIN };
+	if (c->leader >= 0 && !c->x->keep_background)
+		poll(&gone, 1, 1000);
 	/* Kept: what it left runs on in its cgroup, removed with the session. */
 	if (c->x->keep_background)
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
@@ -398,7 +404,8 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = at };
 	if (!at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
-	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1 };
+	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1,
+			    .leader = -1 };
 	kiwi_output_init(&c.out, -1, 0);
 	kiwi_output_init(&c.errout, -1, 0);
 	/* Signals for the command are blocked from here to the end and read
@@ -416,7 +423,7 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	kiwi_output_close(&c.out);
 	kiwi_output_close(&c.errout);
-	int fds[] = { c.conn, c.timerfd, c.sigfd, c.master };
+	int fds[] = { c.conn, c.timerfd, c.sigfd, c.master, c.leader };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
