@@ -8,7 +8,8 @@
  * Devices: there is no device cgroup program. Instead no process of the
  * container can make a device node (CAP_MKNOD is never granted) and every
  * mount but the container's /dev, its devpts and binds of device nodes is
- * nodev, so the only usable nodes are the ones placed here. */
+ * nodev, so the only usable nodes are the ones placed here;
+ * linux.resources.devices decides only about nodes bound in from the host. */
 #include "oci_int.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/mount.h"
