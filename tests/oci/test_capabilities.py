@@ -77,13 +77,12 @@ def test_unknown_capability_skipped(rt, bundle):
 
 
 def test_exec_cap_adds_capability(rt, bundle):
-    """exec --cap adds a capability to the exec'd process; an unknown name
-    fails the exec."""
+    """exec --cap adds a capability to the exec'd process (what an unknown
+    name does differs: runc and crun ignore it, kiwi-run refuses it, see
+    tests/oci/kiwi)."""
     from test_lifecycle import waiting
     cid, _ = waiting(rt, bundle)
     r = rt.cmd("exec", "--cap", "CAP_SYS_ADMIN", cid, "/usr/local/bin/oci-probe", "report")
     assert r.rc == 0, r
     st = r.report()["status"]
     assert "CAP_SYS_ADMIN" in caps_of(st["CapEff"]) and "CAP_SYS_ADMIN" in caps_of(st["CapBnd"])
-    r = rt.cmd("exec", "--cap", "CAP_KIWI_NOT_A_CAPABILITY", cid, "/usr/local/bin/oci-probe", "report")
-    assert r.rc != 0 and not r.lines, r

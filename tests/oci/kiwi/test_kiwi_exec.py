@@ -39,6 +39,16 @@ def test_exec_joins_the_container(oci):
     oci.cli("delete", "-f", "x1", check=True)
 
 
+def test_exec_unknown_cap_is_refused(oci):
+    """A capability typed on the command line that no one knows is a typo
+    until proven otherwise: refused in one line, unlike a config's, which
+    is skipped (runc and crun ignore both)."""
+    start_sleeper(oci, "xc")
+    r = oci.cli("exec", "--cap", "CAP_SYS_ADMN", "xc", "true")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "CAP_SYS_ADMN" in r.stderr, r.stderr
+    oci.cli("delete", "-f", "xc", check=True)
+
+
 def test_exec_flags_and_status(oci):
     start_sleeper(oci, "x2")
     # A rootless container maps only the caller, as 0.
