@@ -12,13 +12,17 @@
  * the write, the pid written was its own. */
 #include "serve.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define STEP "cgroup"
@@ -54,6 +58,10 @@ int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_req
 	 * override for the subtree, in the hierarchy's 0555 root */
 	if (helper_override_begin(helper_caps_cgroup_held(), err) < 0)
 		return -1;
+	/* What dead sessions left (no helper, keeper nor kiwi-run holds
+	 * its lock) goes first: as kiwi-run gc would, sandbox and all. */
+	unsigned collected;
+	kiwi_cgroup_gc(s->rule.cgroup_subtree, &collected, NULL);
 	int r = check_parent_exists(parent, s->rule.cgroup_subtree, err);
 	if (r == 0)
 		r = kiwi_cgroup_create(parent, &l, &s->cg, err);
@@ -131,6 +139,48 @@ static int delegate(struct helper_session *s, kiwi_err *err)
 	return 0;
 }
 
+/* Until cgroup.events says the cgroup is empty (it polls POLLPRI on
+ * each change); never on an error alone. */
+static void wait_empty(int events)
+{
+	for (;;) {
+		char buf[256];
+		uint64_t populated = 1;
+		ssize_t n = pread(events, buf, sizeof(buf) - 1, 0);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (kiwi_cgroup_keyed(buf, "populated", &populated) && populated == 0)
+				return;
+		}
+		struct pollfd p = { .fd = events, .events = POLLPRI };
+		if (n <= 0 || (poll(&p, 1, -1) < 0 && errno != EINTR))
+			sleep(1);
+	}
+}
+
+/* The cgroup's keeper: should we be killed, the sandbox runs on in the
+ * cgroup; the keeper holds the cgroup's lock (the mark gc respects) and
+ * the caller's sandbox slot until the cgroup is empty, so the quota
+ * counts the sandbox until it is over, and gc (a later session's, or
+ * kiwi-run gc) collects only what nothing runs in. */
+static int keep(struct helper_session *s, kiwi_err *err)
+{
+	int cgfd = kiwi_cgroup_fd(s->cg);
+	_cleanup_close_ int events = openat(cgfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+	if (events < 0)
+		return kiwi_error(err, errno, STEP, "cannot open `%s/cgroup.events`", kiwi_cgroup_name(s->cg));
+	pid_t pid = fork();
+	if (pid < 0)
+		return kiwi_error(err, errno, STEP, "cannot fork the cgroup's keeper");
+	if (pid == 0) {
+		kiwi_fds_keep_only((int[]){ cgfd, events, s->sandbox_slot }, 3);
+		wait_empty(events);
+		_exit(0);
+	}
+	s->cg_keeper = pid;
+	return 0;
+}
+
 int helper_cgroup_attach(struct helper_session *s, kiwi_err *err)
 {
 	if (!s->cg)
@@ -144,7 +194,7 @@ int helper_cgroup_attach(struct helper_session *s, kiwi_err *err)
 		return -1;
 	r = delegate(s, err);
 	helper_root_end();
-	return r;
+	return r < 0 ? -1 : keep(s, err);
 }
 
 void helper_cgroup_teardown(struct helper_session *s)
@@ -154,6 +204,10 @@ void helper_cgroup_teardown(struct helper_session *s)
 	/* The session's last step: root from here to the exit (the way back
 	 * to the caller's uid may be gone with CAP_SETUID), with the override:
 	 * cgroup.kill and what the sandbox nested are the caller's now. */
+	if (s->cg_keeper > 0) {
+		kill(s->cg_keeper, SIGKILL);
+		waitpid(s->cg_keeper, NULL, 0);
+	}
 	if (helper_override_begin(helper_caps_cgroup_held(), NULL) < 0)
 		return;
 	kiwi_cgroup_destroy(TAKE_PTR(s->cg), NULL);

@@ -19,6 +19,7 @@ struct helper_session {
 	struct kiwi_egress *egress;        /* prepared, and set up once attached */
 	bool attached;
 	struct kiwi_cgroup *cg;            /* cgroup-prepare's, removed at the end */
+	pid_t cg_keeper;                   /* holds cg's lock and the slot while it is populated */
 	bool sandbox_ended;                /* its pidfd polled readable */
 	unsigned requests;                 /* received, malformed ones too */
 };

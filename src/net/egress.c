@@ -4,6 +4,7 @@
  * egress_rules.c, the audit in egress_audit.c. */
 #include "egress_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fds.h"
 #include "kiwi/fileio.h"
 #include "kiwi/nflog.h"
 #include "kiwi/rtnl.h"
@@ -513,37 +514,6 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ? -1 : 0;
 }
 
-/* Closes every fd but the n kept (at most 8); 0-2 become /dev/null. */
-static void keep_only(const int *keep, size_t n)
-{
-	int k[8], null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	size_t m = 0;
-	for (size_t i = 0; i < n && m < 8; i++)
-		if (keep[i] >= 0)
-			k[m++] = keep[i];
-	for (size_t i = 1; i < m; i++)   /* sorted, so the gaps are ranges */
-		for (size_t j = i; j > 0 && k[j - 1] > k[j]; j--) {
-			int t = k[j];
-			k[j] = k[j - 1];
-			k[j - 1] = t;
-		}
-	for (int fd = 0; fd < 3 && null >= 0; fd++) {
-		bool kept = false;
-		for (size_t i = 0; i < m; i++)
-			kept |= k[i] == fd;
-		if (!kept)
-			dup2(null, fd);
-	}
-	unsigned lo = 3;
-	for (size_t i = 0; i < m; i++) {
-		if ((unsigned)k[i] > lo)
-			close_range(lo, (unsigned)k[i] - 1, 0);
-		if ((unsigned)k[i] + 1 > lo)
-			lo = (unsigned)k[i] + 1;
-	}
-	close_range(lo, ~0u, 0);
-}
-
 /* Before 6.9 the table cannot be persistent: it dies with our nfnetlink
  * socket, and a kiwi-run killed with SIGKILL closes that socket a moment
  * before its death reaches the sandbox (the parent-death signal comes
@@ -558,7 +528,7 @@ static int hold_table(struct kiwi_egress *e, int child_pidfd, kiwi_err *err)
 		return kiwi_error(err, errno, "egress", "cannot fork the holder of the filter");
 	if (pid == 0) {
 		setsid();   /* out of the caller's job: no terminal signal ends it */
-		keep_only((int[]){ nft, child_pidfd }, 2);
+		kiwi_fds_keep_only((int[]){ nft, child_pidfd }, 2);
 		struct pollfd p = { .fd = child_pidfd, .events = POLLIN };
 		while (poll(&p, 1, -1) < 0 && errno == EINTR)
 			;
@@ -601,7 +571,7 @@ int kiwi_egress_keep(struct kiwi_egress *e, const int *also, size_t n, kiwi_err 
 	if (pid < 0)
 		return kiwi_error(err, errno, "egress", "cannot fork the keeper of the filter");
 	if (pid == 0) {
-		keep_only(keep, n + 2);
+		kiwi_fds_keep_only(keep, n + 2);
 		/* Only the veth's end, never a timeout or an error, ends the
 		 * wait: the filter must not go while the link is there. */
 		while (kiwi_rtnl_wait_link_gone(e->host_ifindex, NULL) < 0)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG_DIR, refused, stale_pidfd_of_a_reused_pid
+from conftest import CONFIG_DIR, quota_held, refused, stale_pidfd_of_a_reused_pid
 
 CGROOT = Path("/sys/fs/cgroup")
 CONFIG = str(CONFIG_DIR / "helper.json")
@@ -291,6 +291,39 @@ def test_a_killed_helper_leaves_the_cgroup_to_gc(cg, kiwi_run):
     c.call("end_sandbox", sid=sb["id"])
     r = subprocess.run([str(kiwi_run[0]), "gc"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+    assert not d.exists()
+
+
+@needs_v2
+def test_a_killed_helpers_sandbox_counts_until_it_ends_and_a_later_session_collects(cg, users):
+    """Issue 19: the helper killed by root with its sandbox running in the
+    cgroup. Its keeper holds the sandbox's quota slot and the cgroup's
+    lock while the sandbox runs (max_sandboxes 2: one more session fits,
+    not two); once the sandbox ends the slot is free, and the next
+    session's cgroup-prepare removes the dead cgroup."""
+    uid = users["kiwi-test"].pw_uid
+    a = cg()
+    a.start()
+    d = cgdir(prepare(a))
+    sb = a.call("sandbox")
+    assert a.request({"op": "cgroup-attach"}, [{"sandbox": sb["id"]}]) == {"ok": True}
+    os.kill(a.helper_pid, signal.SIGKILL)
+    assert a.call("close")["status"] == -signal.SIGKILL
+    assert procs(d) == [sb["pid"]] and quota_held("sandboxes", uid) == 1
+    b = cg()
+    b.start()
+    cgdir(prepare(b))
+    c = cg()
+    c.start()
+    refused(prepare(c), "quota")
+    c.finish()
+    assert d.is_dir(), "a live sandbox's cgroup is not collected"
+    a.call("end_sandbox", sid=sb["id"])
+    assert settle(lambda: quota_held("sandboxes", uid) == 1)   # b's alone
+    b.finish()
+    e = cg()
+    e.start()
+    cgdir(prepare(e))
     assert not d.exists()
 
 
