@@ -402,6 +402,12 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 {
 	struct timespec at = res->started_at;
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = at };
+	/* The session's network, pinned at create: its kind, for the verdict
+	 * (the attempts are the session's, not counted per exec). */
+	static const char *const kinds[] = { "egress", "audit", "none" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(kinds); i++)
+		if (!strcmp(e->network, kinds[i]))
+			res->network = kinds[i];
 	if (!at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1,
