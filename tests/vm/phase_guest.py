@@ -353,7 +353,11 @@ def check_metadata_and_private_refused():
         assert not r["ok"], f"{c} should be refused: {r}"
     got = {(b["proto"], b["dst"], b["port"]) for b in v["egress_blocked"]}
     assert got == {tuple(c) for c in calls[3:]}, v["egress_blocked"]
-    assert len(audit.read_text().splitlines()) == len(calls) - 3, audit.read_text()
+    # every attempt, allowed and denied, with the class that decided
+    lines = json_lines(audit.read_text())
+    assert [l["verdict"] for l in lines] == ["allow"] * 3 + ["deny"] * 4, lines
+    assert [l["rule"] for l in lines[3:]] == ["always_deny:metadata", "always_deny:metadata",
+                                             "not_allowed:private", "not_allowed:port"], lines
     # --allow-cidr 0.0.0.0/0 reopens neither metadata nor the host (whose
     # fake services listen on 8081, reachable from the host's own side)
     res, v = probes(["--network", "egress", "--egress", "public_internet", "--allow-cidr", "0.0.0.0/0",
@@ -368,6 +372,42 @@ def check_metadata_and_private_refused():
     assert_no_net_leftovers()
 
 
+def check_ipv6_deny_classes():
+    """IPv6 on 6.1: the sandbox gets an address (the fake host has an IPv6
+    route); every never-reachable class is refused and audited, the
+    v4-mapped and NAT64 forms of the metadata address included; a
+    documentation range opens only with --allow-cidr."""
+    opts = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", "::/0,0.0.0.0/0",
+            "--allow-port", "80"]
+    never = [(("tcp", "fd00:ec2::254", 80), "always_deny:metadata"),
+             (("tcp", "64:ff9b::a9fe:a9fe", 80), "always_deny:metadata"),
+             (("tcp", "2002:a9fe:a9fe::1", 80), "always_deny:metadata"),
+             (("tcp", "::ffff:169.254.169.254", 80), "always_deny:metadata"),   # IPv4 on the wire
+             (("tcp", "fd6b:6977:6900::a0b:c0d", 80), "always_deny:sandbox_pool")]
+    res, v = probes(opts, [list(c) for c, _ in never] + [["tcp", "2a00:5::5", 80]])
+    for (c, _), r in zip(never, res):
+        rejected(r, c)
+    ok(res[-1], "a public IPv6 address")
+    got = {(b["dst"], b["rule"]) for b in v["egress_blocked"]}
+    want = {(c[1] if not c[1].startswith("::ffff:") else "169.254.169.254", rule) for c, rule in never}
+    assert got == want, v["egress_blocked"]
+    res, v = probes(["--network", "egress", "--egress", "public_internet"], [["tcp", "2001:db8::10", 80]])
+    rejected(res[0], "documentation IPv6 without --allow-cidr")
+    assert [b["rule"] for b in v["egress_blocked"]] == ["not_allowed:documentation"], v
+    res, v = probes(["--network", "egress", "--egress", "public_internet", "--allow-cidr", "2001:db8::/32"],
+                    [["tcp", "2001:db8::10", 80]])
+    ok(res[0], "documentation IPv6 with --allow-cidr")
+    assert [a["rule"] for a in v["egress_allowed"]] == ["allowed:cidr"], v
+    assert_no_net_leftovers()
+
+
+def check_private_network_refuses_a_public_cidr():
+    r = run("root", ["--network", "egress", "--egress", "private_network", "--allow-cidr", "5.5.5.0/24"], ["true"],
+            C.world.host)
+    assert r.returncode == 125 and r.stderr.count("\n") == 1 and "public_internet" in r.stderr, explain(r)
+    assert_no_net_leftovers()
+
+
 def check_phase_install_with_egress():
     opts = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
     calls = [["tcp", "198.51.100.10", 80], ["tcp", "169.254.169.254", 80]]
@@ -379,6 +419,8 @@ def check_phase_install_with_egress():
     rejected(res[1], "metadata from install")
     assert r.verdict["network"] == "egress", r.verdict
     assert {(b["dst"], b["port"]) for b in r.verdict["egress_blocked"]} == {("169.254.169.254", 80)}, r.verdict
+    # egress and the audit together in install
+    assert r.verdict["network_attempted"] is True and r.verdict["egress_allowed"], r.verdict
     assert_cgroup_gone(r.verdict, "root")
     assert_no_net_leftovers()
 
@@ -536,6 +578,7 @@ def sandbox_checks():
 
 def egress_checks():
     for f in (check_public_internet_needs_allow_cidr, check_metadata_and_private_refused,
+              check_ipv6_deny_classes, check_private_network_refuses_a_public_cidr,
               check_phase_install_with_egress, check_kill9_then_gc_leaves_nothing):
         yield f.__name__[6:], f
     # Before 6.9 the filter's holder closes the window (kiwi_egress_setup).
