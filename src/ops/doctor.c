@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/xattr.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -343,9 +344,10 @@ static void check_nftables(struct kiwi_check_result *r)
 	    geteuid() ? " (egress for an unprivileged user also needs kiwi-helper: see helper)" : "");
 }
 
-static int try_overlay(void *arg)
+/* In a child: a fresh user and mount namespace with a tmpfs on /tmp, as
+ * a sandbox's writable layer is. */
+static int tmpfs_in_userns(void)
 {
-	(void)arg;
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
@@ -356,6 +358,24 @@ static int try_overlay(void *arg)
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("kiwi-doctor", "/tmp", "tmpfs", 0, "size=1m") < 0)
 		return errno;
+	return 0;
+}
+
+static int try_layer_xattrs(void *arg)
+{
+	(void)arg;
+	int e = tmpfs_in_userns();
+	if (e)
+		return e;
+	return setxattr("/tmp", "user.kiwi.probe", "y", 1, 0) < 0 ? errno : 0;
+}
+
+static int try_overlay(void *arg)
+{
+	(void)arg;
+	int e = tmpfs_in_userns();
+	if (e)
+		return e;
 	static const char *const dirs[] = { "/tmp/l", "/tmp/u", "/tmp/w", "/tmp/m" };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(dirs); i++)
 		if (mkdir(dirs[i], 0755) < 0)
@@ -382,6 +402,15 @@ static void check_overlayfs(struct kiwi_check_result *r)
 static void check_layer(struct kiwi_check_result *r)
 {
 	bool charged = !kiwi_cgroup_unavailable(KIWI_CG_MEMORY);
+	int e = in_child(try_layer_xattrs, NULL);
+	if (e) {
+		set(r, KIWI_CHECK_WARN, "tmpfs (memory-backed, default %llu MiB), but it holds no user xattrs here "
+		    "(%s): layered binds (the phase's workspace) are bound in place, unbounded by --disk, and "
+		    "--rw-root cannot remove a directory of the rootfs; disk-backed (loop image, project quota): "
+		    "not offered by this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20, strerror(e));
+		set_fix(r, "Linux 6.6 or later gives tmpfs user xattrs");
+		return;
+	}
 	if (charged) {
 		set(r, KIWI_CHECK_OK, "tmpfs (memory-backed, default %llu MiB, charged to the sandbox's memory "
 		    "cgroup: --memory bounds it); disk-backed (loop image, project quota): not offered by "
