@@ -269,3 +269,38 @@ def test_cp_never_leaves_the_sandbox(session, kiwi):
     assert victim.read_text() == "untouched\n" and not (ws / "planted").is_symlink()
     one_error_line(s.raw("session", "cp", ws / "victim", f"{s.id}:relative"), "relative")
     one_error_line(s.raw("session", "cp", ws / "victim", ws / "other"), "ID:/path")
+
+
+def test_exec_tty_is_the_sessions_own_terminal(session, kiwi):
+    """--tty under a terminal (a pty of the test's): the command's stdin,
+    stdout and stderr are a pty of the session's devpts, its controlling
+    terminal, and what is typed reaches it."""
+    import pty
+    import select
+    s = session()
+    argv = kiwi.raw_argv(["session", "exec", s.id, "--tty", "--", "/bin/sh", "-c",
+                          "tty; read line; echo got:$line; test -t 0 && test -t 2 && echo both"])
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, kiwi.env({"TERM": "xterm"}))
+    out = b""
+    sent = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if not sent and b"/dev/pts/" in out:
+            os.write(fd, b"hello\r")
+            sent = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = out.decode(errors="replace")
+    assert os.WEXITSTATUS(status) == 0, text
+    assert "/dev/pts/" in text and "got:hello" in text and "both" in text, text
