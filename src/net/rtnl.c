@@ -409,8 +409,7 @@ static bool link_exists(struct mnl_socket *nl, int ifindex)
 int kiwi_rtnl_wait_link_gone(int ifindex, kiwi_err *err)
 {
 	_cleanup_rtnl_ struct mnl_socket *ask = kiwi_rtnl_open(err);
-	struct mnl_socket *events = ask ? mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC) : NULL;
-	__attribute__((cleanup(kiwi_rtnl_closep))) struct mnl_socket *own = events;
+	_cleanup_rtnl_ struct mnl_socket *events = ask ? mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC) : NULL;
 	if (!events || mnl_socket_bind(events, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
 		return kiwi_error(err, errno, "netconfig", "cannot watch the links");
 	/* subscribed first, then asked: a deletion in between is seen */

@@ -5,12 +5,14 @@
  * as kiwi-run reads the audit's socket, then written out as the verdict's
  * fields. Properties: never crashes, the kept attempts stay within
  * KIWI_NET_AUDIT_KEEP and add up to no more than the count, and every
- * kept attempt is IPv4 or IPv6. */
+ * kept attempt is IPv4 or IPv6, and the egress audit classifies each
+ * destination (a range name exactly when it is not public). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kiwi/egress.h"
 #include "kiwi/json.h"
 #include "kiwi/net_audit.h"
 
@@ -39,6 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (a.first[i].family != 4 && a.first[i].family != 6)
 			abort();
 		kept += a.first[i].count;
+		/* the egress audit names each destination's range from the
+		 * sandbox's bytes: a class always, a range name unless public */
+		const char *range = NULL;
+		enum kiwi_addr_class k = kiwi_egress_classify(a.first[i].family, a.first[i].dst, &range);
+		if ((k == KIWI_ADDR_PUBLIC) != (range == NULL))
+			abort();
 	}
 	if (kept > a.total)
 		abort();
