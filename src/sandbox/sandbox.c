@@ -895,12 +895,19 @@ static bool runs_as_host_root(const struct kiwi_sandbox_config *cfg)
 	return false;
 }
 
-/* A process bound where the host has no cgroup v2 pids controller:
- * RLIMIT_NPROC instead of pids.max (kiwi-run-verdict(5), bounds). */
+/* One process bound, never two: RLIMIT_NPROC where the host has no
+ * cgroup v2 pids controller, else pids.max alone, the one whose events
+ * say it was hit (kiwi-run-verdict(5), bounds; with both, the rlimit,
+ * counting every process of the uid, refuses a fork first and
+ * pids_limit_hit stays false). */
 static void choose_pids_bound(struct kiwi_sandbox_config *own)
 {
-	if (own->pids_rlimit > 0 && own->limits.pids_max > 0 && kiwi_cgroup_unavailable(KIWI_CG_PIDS))
+	if (own->pids_rlimit <= 0 || own->limits.pids_max <= 0 || own->limits.pids_max == KIWI_CGROUP_MAX)
+		return;
+	if (kiwi_cgroup_unavailable(KIWI_CG_PIDS))
 		own->limits.pids_max = -1;
+	else
+		own->pids_rlimit = 0;
 }
 
 static void note_bounds(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res)
