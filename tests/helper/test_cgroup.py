@@ -48,9 +48,12 @@ def kiwi_cgroups():
     """Every kiwi-* cgroup the helper could have made, on either kind of host."""
     found = []
     for base in (CGROOT / "kiwi.slice", CGROOT / "unified" / "kiwi.slice"):
-        if base.is_dir():
-            found += sorted(str(p) for p in base.rglob("kiwi-*") if p.is_dir())
-    return found
+        # os.walk, not rglob: another run's cgroup may go while it is
+        # read (a session's keeper/ and exec-*/ below its kiwi-*), and
+        # os.walk passes over what vanished instead of raising
+        for dirpath, dirs, _ in os.walk(base):
+            found += [os.path.join(dirpath, d) for d in dirs if d.startswith("kiwi-")]
+    return sorted(found)
 
 
 @pytest.fixture
