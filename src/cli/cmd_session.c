@@ -449,8 +449,10 @@ static int session_exec(int argc, char **argv)
 	}
 	/* Only the exec's own variables: the session's environment is the base
 	 * its pid 1 holds. */
-	s.a.user_env = reallocarray(s.a.user_env, s.a.n_user_env + 1, sizeof(*s.a.user_env));
-	if (!s.a.user_env || run_session_open_verdict(&s) < 0) {
+	char **env = reallocarray(s.a.user_env, s.a.n_user_env + 1, sizeof(*env));
+	if (env)
+		s.a.user_env = env;
+	if (!env || run_session_open_verdict(&s) < 0) {
 		free_strings(owned, n_owned);
 		return KIWI_EXIT_FAILED;
 	}

@@ -423,47 +423,11 @@ static void new_exec(struct keeper *k, int conn, const struct kiwi_init_args *ar
 	}
 }
 
-/* What later execs still use of the configuration (the binds' paths for
- * Landlock, the base environment), in pid 1's own memory: nothing of it
- * may point into memory the caller's arguments shared. */
-static const struct kiwi_init_args *own_copy(const struct kiwi_init_args *args)
+/* What later execs use of the configuration (the base environment, the
+ * binds' paths for Landlock) is on kiwi-run's heap (main() copies its
+ * arguments), never in the memory pid 1 blanked: no copy is needed. */
+_Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 {
-	static struct kiwi_sandbox_config cfg;
-	static struct kiwi_init_args copy;
-	cfg = *args->cfg;
-	copy = *args;
-	copy.cfg = &cfg;
-	struct kiwi_bind *binds = cfg.n_binds ? calloc(cfg.n_binds, sizeof(*binds)) : NULL;
-	for (size_t i = 0; binds && i < cfg.n_binds; i++) {
-		binds[i] = args->cfg->binds[i];
-		binds[i].source = strdup(binds[i].source);
-		binds[i].dest = strdup(binds[i].dest);
-		if (!binds[i].source || !binds[i].dest)
-			_exit(1);
-	}
-	if (cfg.n_binds && !binds)
-		_exit(1);
-	cfg.binds = binds;
-	size_t n_env = 0;
-	while (args->cfg->envp && args->cfg->envp[n_env])
-		n_env++;
-	char **envp = calloc(n_env + 1, sizeof(*envp));
-	for (size_t i = 0; envp && i < n_env; i++)
-		if (!(envp[i] = strdup(args->cfg->envp[i])))
-			_exit(1);
-	if (!envp)
-		_exit(1);
-	cfg.envp = envp;
-	cfg.cwd = strdup(cfg.cwd);
-	cfg.rootfs = cfg.hostname = NULL;
-	if (!cfg.cwd)
-		_exit(1);
-	return &copy;
-}
-
-_Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args_in, int layer)
-{
-	const struct kiwi_init_args *args = own_copy(args_in);
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);

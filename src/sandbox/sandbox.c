@@ -480,7 +480,6 @@ static void read_audit(struct follow *f)
 
 /* #2, #3: follow the sandbox until pid 1 is gone and both output pipes
  * (or the pty) are drained, so that nothing written before a kill is lost. */
-static int register_sandbox(struct follow *f, pid_t pid);
 
 /* The registry entry is made lazily, once the sandbox has lived
  * KIWI_REGISTER_DELAY_MS: measured, making it at once cost 3-5% of the
