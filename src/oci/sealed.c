@@ -33,7 +33,23 @@ bool kiwi_oci_running_sealed(void)
 	/* A memfd of our own making is sealed; anything else is not ours. */
 	_cleanup_close_ int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
-	return seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_SEAL)) == (F_SEAL_WRITE | F_SEAL_SEAL);
+	return seals >= 0 && (seals & F_SEAL_SEAL) && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+}
+
+#define KIWI_SEALS_FIXED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* F_SEAL_WRITE waits for the kernel's transient references to the new
+ * pages to drop and gives EBUSY when they outlast its short wait, which a
+ * loaded machine shows (seen under ASan in CI). F_SEAL_FUTURE_WRITE (Linux
+ * 5.1) refuses every later write() and writable mapping without that wait;
+ * no writable mapping of this memfd ever existed, so it holds the same. */
+static int seal(int mfd)
+{
+	if (fcntl(mfd, F_ADD_SEALS, KIWI_SEALS_FIXED | F_SEAL_WRITE) == 0)
+		return 0;
+	if (errno != EBUSY)
+		return -1;
+	return fcntl(mfd, F_ADD_SEALS, KIWI_SEALS_FIXED | F_SEAL_FUTURE_WRITE);
 }
 
 static int copy_self(kiwi_err *err)
@@ -55,7 +71,7 @@ static int copy_self(kiwi_err *err)
 			return kiwi_error(err, n < 0 ? errno : EIO, "sealed", "cannot copy our binary into a memfd");
 		}
 	}
-	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+	if (seal(mfd) < 0) {
 		close(mfd);
 		return kiwi_error(err, errno, "sealed", "cannot seal the memfd of our binary");
 	}
