@@ -349,16 +349,27 @@ def test_create_killed_midway_leaves_nothing_after_delete_force(oci):
         time.sleep(0.02)
     assert marker.exists()
     create_pid = p.pid  # setpriv and the sealed re-exec both exec in place
-    init = [int(c) for c in open(f"/proc/{create_pid}/task/{create_pid}/children").read().split()]
-    os.kill(create_pid, signal.SIGKILL)
-    p.wait(timeout=30)
-    for pid in init:  # the hook (sleep) and the container's init were its children
+
+    def cmdline(pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read().startswith(b"sleep"):
-                    os.kill(pid, signal.SIGKILL)
+                return f.read()
         except OSError:
-            pass
+            return b""
+
+    # The hook touches the marker before it executes sleep: wait for the
+    # sleep, or it would be read as "sh" and outlive the test.
+    for _ in range(1500):
+        init = [int(c) for c in open(f"/proc/{create_pid}/task/{create_pid}/children").read().split()]
+        hook = [pid for pid in init if cmdline(pid).startswith(b"sleep")]
+        if hook:
+            break
+        time.sleep(0.02)
+    assert hook, "the createRuntime hook never reached its sleep"
+    os.kill(create_pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    for pid in hook:  # the hook (sleep) and the container's init were its children
+        os.kill(pid, signal.SIGKILL)
     from conftest import reap
     for _ in range(500):
         reap()
