@@ -151,7 +151,9 @@ def test_forwarding_is_turned_on_only_in_kiwi_runs_netns(egress, world):
 def test_killed_run_is_collected_by_gc(egress, world, tools):
     """kiwi-run killed mid-run: the sandbox dies with it (and its veth with
     its netns), the table and pool entry stay until gc; a live run's stay."""
-    live = subprocess.Popen(world.hx(tools["egresstool"], "run", *PUBLIC, "--", "sleep", "5"),
+    # The live run must outlast the checks below on a loaded machine (CI
+    # under ASan): 5 s did not always.
+    live = subprocess.Popen(world.hx(tools["egresstool"], "run", *PUBLIC, "--", "sleep", "20"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dead = subprocess.Popen(world.hx(tools["egresstool"], "run", *PUBLIC, "--", "sleep", "30"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -172,7 +174,7 @@ def test_killed_run_is_collected_by_gc(egress, world, tools):
         assert len(tables) == 1, "the live run keeps its table"
     finally:
         try:
-            live.wait(timeout=20)
+            live.wait(timeout=40)
         except subprocess.TimeoutExpired:
             live.kill()
             live.wait()
