@@ -43,6 +43,10 @@ struct kiwi_session_hooks {
 	/* Called once, when the sandbox is ready and registered. */
 	void (*ready)(void *ctx, const struct kiwi_sandbox_result *res);
 	void *ctx;
+	/* `session snapshot` (op 's'): conn is the client's connection, layer
+	 * the writable layer's root (kiwi/fslayer.h; -1: none), cg the
+	 * session's cgroup (NULL: none). Runs in the supervisor's loop. */
+	void (*snapshot)(void *ctx, int conn, int layer, struct kiwi_cgroup *cg);
 	/* Out: what ended it ("destroy", "idle_timeout", "max_lifetime";
 	 * NULL: pid 1 died), and the destroy client's connection (-1: none),
 	 * answered by the caller once everything is removed. */

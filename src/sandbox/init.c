@@ -360,7 +360,8 @@ static int open_terminal(int sock, struct kiwi_init_args *cmd_args, kiwi_err *er
 }
 
 /* The layer outlives the sandbox in kiwi-run's hands when a layered bind's
- * changes are to be landed or kept. */
+ * changes are to be landed or kept, and always for a session, whose
+ * snapshot reads it while the session runs. */
 static bool has_layered_binds(const struct kiwi_sandbox_config *cfg)
 {
 	bool layered = false;
@@ -371,13 +372,14 @@ static bool has_layered_binds(const struct kiwi_sandbox_config *cfg)
 
 static int send_layer(int sock, const struct kiwi_sandbox_config *cfg, struct disk_watch *d, kiwi_err *err)
 {
-	if (!has_layered_binds(cfg))
+	bool layered = has_layered_binds(cfg);
+	if (!layered && !cfg->session)
 		return 0;
-	d->in_place = !kiwi_fslayer_holds_xattrs(d->layer);
-	if (cfg->ws_mode == KIWI_WS_DISCARD || d->in_place)
+	d->in_place = layered && !kiwi_fslayer_holds_xattrs(d->layer);
+	if (!cfg->session && (cfg->ws_mode == KIWI_WS_DISCARD || d->in_place))
 		return 0;
 	int layer = d->layer;
-	struct kiwi_sync_msg m = { .type = KIWI_SYNC_LAYER_FD };
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_LAYER_FD, .flags = d->in_place ? KIWI_SYNC_BINDS_IN_PLACE : 0 };
 	if (kiwi_sync_send_fd(sock, &m, layer) < 0)
 		return kiwi_error(err, errno, "sync", "cannot pass the writable layer to kiwi-run");
 	return 0;

@@ -123,7 +123,8 @@ struct follow {
 	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
 	pid_t pid;                /* the sandbox's init */
 	int audit_fd;             /* the network audit's log; -1: none */
-	int layer_fd;             /* the writable layer, when binds are layered; else -1 */
+	int layer_fd;             /* the writable layer, when binds are layered or a session; else -1 */
+	bool layer_in_place;      /* its layered binds were bound in place: nothing to land */
 	int master;               /* --tty: the pty's master, from the sandbox; else -1 */
 	struct kiwi_term term;    /* --tty: the caller's terminal, raw while the session runs */
 	struct kiwi_pty_input in; /* --tty: our stdin to the master */
@@ -435,8 +436,10 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 		f->audit_fd = TAKE_FD(fd);
 	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_PTY)
 		on_pty(f, TAKE_FD(fd));
-	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_LAYER_FD && f->layer_fd < 0)
+	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_LAYER_FD && f->layer_fd < 0) {
 		f->layer_fd = TAKE_FD(fd);
+		f->layer_in_place = m->flags & KIWI_SYNC_BINDS_IN_PLACE;
+	}
 	if (fd >= 0)
 		close(fd);
 	return r;
@@ -445,7 +448,8 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 /* A client of the session: only the session's owner (the directory the
  * socket is in is theirs alone; the peer's credentials are checked all the
  * same). One byte says what it wants: 'x' an exec, whose connection goes
- * on to pid 1, or 'd' the end, answered once everything is removed. */
+ * on to pid 1, 's' a snapshot (the hook's), or 'd' the end, answered once
+ * everything is removed. */
 static void on_client(struct follow *f)
 {
 	_cleanup_close_ int conn = accept4(f->session->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -465,6 +469,8 @@ static void on_client(struct follow *f)
 	if (op == 'x' && !f->killing) {
 		struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
 		kiwi_sync_send_fd(f->sock, &m, conn);
+	} else if (op == 's' && f->session->snapshot && !f->killing) {
+		f->session->snapshot(f->session->ctx, conn, f->layer_fd, f->cg);
 	} else if (op == 'd') {
 		if (f->session->destroy_fd < 0)
 			f->session->destroy_fd = TAKE_FD(conn);
@@ -758,7 +764,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
  * layered binds' changes land on the host, or the layer is kept for the
  * caller (KIWI_WS_LAYER, until kiwi_sandbox_result_release). */
 static int end_layer(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res, int layer,
-		     kiwi_err *err)
+		     bool in_place, kiwi_err *err)
 {
 	if (cfg->ws_mode == KIWI_WS_LAYER) {
 		res->layer_fd = layer;
@@ -766,6 +772,9 @@ static int end_layer(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 		return 0;
 	}
 	_cleanup_close_ int owned = layer;
+	/* A session's layer comes whatever its binds: nothing to land. */
+	if (cfg->ws_mode == KIWI_WS_DISCARD || in_place)
+		return 0;
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		const struct kiwi_bind *b = &cfg->binds[i];
@@ -843,7 +852,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 
 	kiwi_output_close(&f.out);
 	kiwi_output_close(&f.errout);
-	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), err) < 0)
+	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
