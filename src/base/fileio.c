@@ -64,6 +64,9 @@ static int refused_open(const char *path, const char *step, const char *what, ki
 	if (errno == ELOOP)
 		return kiwi_error(err, ELOOP, step, "%s `%s` is a symbolic link: kiwi-run does not write through one",
 				  what, path);
+	if (errno == ENXIO)
+		return kiwi_error(err, ENXIO, step, "%s `%s` is a FIFO that nothing reads: kiwi-run would wait on it "
+				  "forever", what, path);
 	return kiwi_error(err, errno, step, "cannot write %s `%s`", what, path);
 }
 
@@ -86,13 +89,18 @@ static bool names_own_fd(const char *path)
 int kiwi_open_output(const char *path, enum kiwi_open_output how, mode_t mode, const char *step, const char *what,
 		     kiwi_err *err)
 {
-	int flags = O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | (names_own_fd(path) ? 0 : O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO planted where the verdict goes would otherwise
+	 * hold kiwi-run in open(2) for good; with it, a FIFO with no reader
+	 * fails at once (ENXIO) and one with a reader opens. */
+	int flags = O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | O_NONBLOCK | (names_own_fd(path) ? 0 : O_NOFOLLOW);
 	if (how == KIWI_OUTPUT_APPEND)
 		flags |= O_APPEND;
 	/* No O_TRUNC here: the file is checked before anything in it goes. */
 	_cleanup_close_ int fd = open(path, flags, mode);
 	if (fd < 0)
 		return refused_open(path, step, what, err);
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+		return kiwi_error(err, errno, step, "cannot use %s `%s`", what, path);
 	if (check_output(fd, path, step, what, err) < 0)
 		return -1;
 	struct stat st;

@@ -116,6 +116,33 @@ def test_control_a_name_of_an_fd_we_hold_is_followed(kiwi, name):
     assert r.stdout.startswith('{"version"'), explain(r)
 
 
+@pytest.mark.parametrize("flag", FLAGS)
+def test_a_planted_fifo_does_not_hold_kiwi_run(kiwi, flag):
+    """A FIFO where the verdict goes, with nothing to read it: opening it
+    for writing would block kiwi-run for good (the orchestrator waits on
+    a run that never ends)."""
+    d = kiwi.workdir()
+    fifo = d / "planted"
+    os.mkfifo(fifo)
+    os.chown(fifo, kiwi.uid, kiwi.gid)
+    r = kiwi.run(["/bin/echo", "PWNED"], [flag, fifo])
+    _refused(r, "FIFO")
+
+
+def test_control_a_fifo_with_a_reader_gets_the_verdict(kiwi):
+    d = kiwi.workdir()
+    fifo = d / "read"
+    os.mkfifo(fifo)
+    os.chown(fifo, kiwi.uid, kiwi.gid)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before kiwi-run's writer comes
+    try:
+        r = kiwi.run(["/bin/true"], ["--verdict", fifo])
+        assert r.returncode == 0, explain(r)
+        assert os.read(reader, 65536).startswith(b'{"version"')
+    finally:
+        os.close(reader)
+
+
 def test_control_dev_null_is_taken_as_it_is(kiwi):
     r = kiwi.run(["/bin/echo", "gone"], ["--stdout", "/dev/null"])
     assert r.returncode == 0 and r.stdout == "", explain(r)
