@@ -38,6 +38,7 @@ enum kiwi_egress_kind {
 #define KIWI_EGRESS_MAX_PORTS 32
 #define KIWI_EGRESS_MAX_ADDRS 16   /* pinned addresses per host name */
 #define KIWI_EGRESS_NAME_MAX 253
+#define KIWI_EGRESS_IPV6_OFF_MAX 160
 
 struct kiwi_cidr4 {
 	uint32_t addr;                 /* host byte order */
@@ -109,6 +110,7 @@ struct kiwi_egress_child {
 	uint8_t prefix;
 	uint8_t addr6[16], gateway6[16];   /* network order */
 	uint8_t prefix6;     /* 0: no IPv6 (the host has none to give) */
+	char ipv6_off[KIWI_EGRESS_IPV6_OFF_MAX];   /* then why, for the verdict */
 	char hosts_path[64];   /* bind read-only on /etc/hosts */
 	char resolv_path[64];  /* bind read-only on /etc/resolv.conf */
 };

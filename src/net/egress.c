@@ -300,15 +300,64 @@ static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
 	if (!nl || kiwi_rtnl_addrs4(nl, e->host_addrs, EGRESS_MAX_HOST_ADDRS, &e->n_host_addrs, err) < 0 ||
 	    kiwi_rtnl_has_default6(nl, &e->host_ipv6, err) < 0)
 		return -1;
-	/* IPv6 only where it can go somewhere: elsewhere a sandbox with an
-	 * address would try it first and wait for each refusal */
-	e->ipv6 = access("/proc/sys/net/ipv6", F_OK) == 0 && (e->host_ipv6 || e->cfg.n_allow_cidrs6);
 	char s[INET_ADDRSTRLEN];
 	for (size_t i = 0; i < e->n_host_addrs; i++)
 		if (e->cfg.dns == e->host_addrs[i])
 			return kiwi_error(err, 0, "egress", "--dns `%s` is this host's own address, which the "
 						     "sandbox can never reach", ip4_str(e->cfg.dns, s));
 	return 0;
+}
+
+/* Forwarding sysctls are per network namespace but host-wide within it;
+ * only written when off (a write resets offloads on every device), and
+ * left on: other sandboxes may rely on them. The write is judged by
+ * reading the value back, not by its count: Debian 12's 6.1.176 returns
+ * 1 from every write to net.ipv6.conf.all.forwarding (6.1.192 the count). */
+static int turn_on(const char *path, const char *name, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
+	char c = 0;
+	if (fd < 0 || pread(fd, &c, 1, 0) != 1)
+		return kiwi_error(err, errno, "egress", "cannot read %s", name);
+	if (c == '1')
+		return 0;
+	ssize_t n = pwrite(fd, "1", 1, 0);
+	int saved = errno;
+	if (pread(fd, &c, 1, 0) == 1 && c == '1')
+		return 0;
+	return kiwi_error(err, n < 0 ? saved : 0, "egress", "cannot turn on %s: it still reads %c", name, c);
+}
+
+static bool sysctl_is(const char *path, char want)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char c = 0;
+	return fd >= 0 && pread(fd, &c, 1, 0) == 1 && c == want;
+}
+
+/* IPv6 for the sandbox, decided before anything is made, by whoever may
+ * write the host's sysctls (kiwi-run as root, kiwi-helper): wanted when
+ * it can go somewhere (elsewhere a sandbox with an address would try it
+ * first and wait for each refusal), had when this host can give it.
+ * Where it cannot, it is off, the verdict says why, and IPv4 egress goes
+ * on. Forwarding on makes the host ignore router advertisements (unless
+ * accept_ra is 2), see kiwi-run-network(7). */
+static void decide_ipv6(struct kiwi_egress *e)
+{
+	e->ipv6 = false;
+	kiwi_err one = { 0 };
+	if (!e->host_ipv6 && !e->cfg.n_allow_cidrs6)
+		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "no IPv6 default route on the host and no IPv6 --allow-cidr");
+	else if (access("/proc/sys/net/ipv6", F_OK) < 0)
+		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "this kernel has no IPv6");
+	else if (!sysctl_is("/proc/sys/net/ipv6/conf/all/disable_ipv6", '0') ||
+		 !sysctl_is("/proc/sys/net/ipv6/conf/default/disable_ipv6", '0'))
+		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "IPv6 is turned off on this host (net.ipv6.conf.all or "
+							  "default.disable_ipv6)");
+	else if (turn_on("/proc/sys/net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding", &one) < 0)
+		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "%.100s", one.msg);
+	else
+		e->ipv6 = true;
 }
 
 /* Each end's MAC, from its IPv4 address (locally administered, unique
@@ -353,12 +402,17 @@ int kiwi_egress_prepare(const struct kiwi_egress_config *c, struct kiwi_egress *
 	struct kiwi_egress *e = egress_new(c);
 	if (!e)
 		return kiwi_error(err, ENOMEM, "egress", "out of memory");
-	if (!(e->nft = kiwi_nft_open(err)) || host_addrs(e, err) < 0 || take_block(e, err) < 0 || write_name_files(e, err) < 0 ||
-	    open_audit(e, err) < 0) {
+	if (!(e->nft = kiwi_nft_open(err)) || host_addrs(e, err) < 0) {
+		kiwi_egress_teardown(e, NULL);
+		return -1;
+	}
+	decide_ipv6(e);
+	if (take_block(e, err) < 0 || write_name_files(e, err) < 0 || open_audit(e, err) < 0) {
 		kiwi_egress_teardown(e, NULL);
 		return -1;
 	}
 	*child = child_of(e);
+	snprintf(child->ipv6_off, sizeof(child->ipv6_off), "%s", e->ipv6_off);
 	snprintf(child->ifname, sizeof(child->ifname), PEER_NAME);
 	snprintf(child->hosts_path, sizeof(child->hosts_path), "%s", e->hosts_path);
 	snprintf(child->resolv_path, sizeof(child->resolv_path), "%s", e->resolv_path);
@@ -374,6 +428,8 @@ int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egre
 	if (!e)
 		return kiwi_error(err, ENOMEM, "egress", "out of memory");
 	e->block = child->gateway - 1;
+	e->ipv6 = child->prefix6 != 0;   /* as kiwi-helper decided */
+	snprintf(e->ipv6_off, sizeof(e->ipv6_off), "%s", child->ipv6_off);
 	/* --egress-audit: the caller's own file, opened with its own rights */
 	if (host_addrs(e, err) < 0 || open_audit(e, err) < 0) {
 		kiwi_egress_teardown(e, NULL);
@@ -428,29 +484,6 @@ static int child_netns(pid_t child, int pidfd, kiwi_err *err)
 	return fd;
 }
 
-/* net.ipv4.ip_forward is per network namespace but host-wide within it;
- * only written when off (a write resets offloads on every device). It is
- * left on: other sandboxes may rely on it. */
-static int turn_on(const char *path, const char *name, kiwi_err *err)
-{
-	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
-	char c = 0;
-	if (fd < 0 || pread(fd, &c, 1, 0) != 1)
-		return kiwi_error(err, errno, "egress", "cannot read %s", name);
-	if (c != '1' && pwrite(fd, "1\n", 2, 0) != 2)
-		return kiwi_error(err, errno, "egress", "cannot turn on %s", name);
-	return 0;
-}
-
-/* IPv6 forwarding is turned on only for a sandbox that may send IPv6
- * off the host: on, it makes the host ignore router advertisements
- * (unless accept_ra is 2), see kiwi-run-network(7). */
-static int enable_forwarding(const struct kiwi_egress *e, kiwi_err *err)
-{
-	if (turn_on("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward", err) < 0)
-		return -1;
-	return e->ipv6 ? turn_on("/proc/sys/net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding", err) : 0;
-}
 
 /* An rtnetlink socket in the sandbox's netns: a socket stays in the
  * namespace it was made in, so we step in, make it, and step out. The
@@ -510,7 +543,7 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	e->table_made = true;
 	struct kiwi_egress_child c = child_of(e);
 	struct kiwi_rtnl_ip6 v6;
-	return enable_forwarding(e, err) < 0 ||
+	return turn_on("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward", err) < 0 ||
 	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ? -1 : 0;
 }
 

@@ -211,6 +211,12 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 	write_summary(w, "egress_allowed", e ? &e->allowed : NULL);
 	kiwi_jw_key(w, "egress_allowed_other");
 	kiwi_jw_int(w, e ? (long long)e->allowed.other : 0);
+	kiwi_jw_key(w, "egress_ipv6");
+	kiwi_jw_bool(w, e && e->ipv6);
+	if (e && !e->ipv6 && e->ipv6_off[0]) {
+		kiwi_jw_key(w, "egress_ipv6_off");
+		kiwi_jw_string(w, e->ipv6_off);
+	}
 	/* egress and the network audit are one mechanism: the audit's fields,
 	 * every attempt allowed or denied */
 	struct kiwi_net_attempts none = { 0 };

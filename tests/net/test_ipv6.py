@@ -4,12 +4,14 @@ reachable; opened only by --allow-cidr), every attempt audited with the
 class that decided it. The fake host has an IPv6 default route (fakenet),
 so sandboxes get an address; without one they get none."""
 import json
+import os
 import subprocess
 
 import pytest
 
 from checks import FAST_MS, REFUSED, connected
-from fakenet import HOST_UPLINK6
+from conftest import Egress
+from fakenet import HOST_UPLINK6, World, leftovers, sh
 
 POOL6 = "fd6b:6977:6900::"
 # The first IPv6 connection of a fresh sandbox sometimes loses its first
@@ -146,3 +148,32 @@ def test_no_ipv6_when_the_host_has_none(egress, world):
         hx("ip", "-6", "route", "add", "default", "via", INET_UPLINK6)
     assert not res[0]["ok"] and res[0]["error"] == "ENETUNREACH" and res[0]["ms"] < FAST_MS, res[0]
     assert "eth0" not in res[1]["reply"], res[1]
+
+
+@pytest.fixture
+def egress_no_ipv6(tools, scratch):
+    """A fake world of its own whose host has IPv6 turned off
+    (disable_ipv6 on all and default: its IPv6 addresses and route go)."""
+    w = World(f"kw6{os.getpid() % 100000}")
+    with w:
+        for key in ("all", "default"):
+            sh(*w.hx("sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1"))
+        yield Egress(w, tools, scratch)
+        assert leftovers(w.host) == ([], []), leftovers(w.host)
+
+
+def test_ipv4_egress_goes_on_when_the_host_has_ipv6_turned_off(egress_no_ipv6):
+    """An IPv6 CIDR asks for IPv6, which this host cannot give: IPv6 is off
+    (the verdict says why), IPv4 works."""
+    res, rep = egress_no_ipv6.probes(
+        ["--egress", "public_internet", "--allow-cidr", "203.0.113.0/24,2001:db8::/32"],
+        [["tcp", "203.0.113.10", 80], ["tcp", "2001:db8::10", 80], ["cat", "/proc/net/if_inet6"]])
+    connected(res[0], "IPv4 with IPv6 off on the host")
+    assert not res[1]["ok"], res[1]
+    assert "eth0" not in res[2]["reply"], "no IPv6 address in the sandbox"
+    assert rep["egress_ipv6"] is False and "turned off" in rep["egress_ipv6_off"], rep
+
+
+def test_the_verdict_says_ipv6_is_on(egress):
+    _, rep = egress.probe(["--egress", "public_internet"], "tcp", "2a00:5::5", 80)
+    assert rep["egress_ipv6"] is True and "egress_ipv6_off" not in rep, rep
