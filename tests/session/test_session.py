@@ -160,6 +160,28 @@ def test_killed_supervisor_then_gc_leaves_nothing(session, kiwi):
     s.destroyed = True
 
 
+def test_killed_keeper_ends_the_session_by_itself(session, kiwi):
+    """kill -9 of the session's pid 1 (the keeper inside the sandbox): the
+    pid namespace ends with it, and the supervisor tears the rest down
+    with no gc: registry entry, socket, cgroup."""
+    s = session()
+    assert s.sh("sleep 305 >/dev/null 2>&1 &", opts=["--keep-background"]).returncode == 0
+    entry = s.listed()[0]
+    os.kill(entry["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while (s.listed() or any(p.name.startswith(s.id) for p in registry_dirs(kiwi))) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not s.listed()
+    assert not any(p.name.startswith(s.id) for p in registry_dirs(kiwi)), "the session's files outlived it"
+    r = s.raw("session", "exec", s.id, "--", "true")
+    one_error_line(r, s.id)
+    if entry["cgroup"]:
+        assert not os.path.exists("/sys/fs/cgroup/unified" + entry["cgroup"]) and \
+            not os.path.exists("/sys/fs/cgroup" + entry["cgroup"]), "the session's cgroup outlived it"
+    s.destroyed = True
+
+
 def registry_dirs(kiwi):
     """The entries of the mode's registry directories that exist."""
     out = []
