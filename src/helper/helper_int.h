@@ -20,6 +20,13 @@
  * caller may have set, umask and cwd: set to our own values. As root,
  * first thing after the caller is known. */
 int helper_reset_inherited(kiwi_err *err);
+/* The helper's own cgroup, beside (never below) any subtree delegated
+ * to a caller: HELPER_CGROUP at the root of the unified hierarchy, made
+ * when missing, root's. Moves us there, as root, before anything is
+ * made: the caller can then neither freeze nor throttle us (nor the
+ * keepers we fork). */
+#define HELPER_CGROUP "kiwi.helper"
+int helper_leave_callers_cgroup(kiwi_err *err);
 
 /* ---- privs.c ---- */
 

@@ -2,9 +2,10 @@
 /* kiwi-helper: the setuid-root helper (kiwi-helper(8)). This file is the
  * start, in the order that matters: not dumpable, --version, no
  * environment, sane fds, the caller, what it left us set to our own
- * values (inherit.c), the socket, the admin config and the quota (as
- * root), then the one drop to the caller's uid with only the
- * capabilities its allowed operations need. serve.c takes it from there. */
+ * values and a cgroup of our own (inherit.c), the socket, the admin
+ * config and the quota (as root), then the one drop to the caller's uid
+ * with only the capabilities its allowed operations need. serve.c takes
+ * it from there. */
 #include "serve.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
@@ -150,6 +151,8 @@ static int start(struct helper_session *s, kiwi_err *err)
 	 * files) is root:root, never the caller's group. */
 	if (setresgid(-1, 0, -1) < 0)
 		return kiwi_error(err, errno, "setresgid", "cannot take gid 0");
+	if (helper_leave_callers_cgroup(err) < 0)
+		return -1;
 	if (check_socket(s->uid, err) < 0)
 		return -1;
 	/* Nothing else the caller left open reaches the privileged part. */

@@ -52,10 +52,12 @@ class Caller:
         self.saved = {}       # name -> fd
 
     # -- the helper --
-    def start(self, env=None, argv=None, rlimits=None, nice=0, sched_idle=False, seccomp_write=False):
+    def start(self, env=None, argv=None, rlimits=None, nice=0, sched_idle=False, seccomp_write=False,
+              cgroup=None):
         """The helper, exec'd with what a hostile caller can set first:
         resource limits {"CPU": [soft, hard], ...} (hard None: as it is), a nice value, the
-        SCHED_IDLE policy, a seccomp filter making write(2) fail."""
+        SCHED_IDLE policy, a seccomp filter making write(2) fail, a cgroup
+        of the caller's own (a directory path) to start it in."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
@@ -74,6 +76,9 @@ class Caller:
                     resource.setrlimit(res, (soft, resource.getrlimit(res)[1] if hard is None else hard))
                 if seccomp_write:
                     deny_write()
+                if cgroup:
+                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                        f.write("0")
                 os.execve(self.helper, [self.helper] + (argv or []), env or {})
             finally:
                 os._exit(127)
