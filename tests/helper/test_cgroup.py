@@ -44,23 +44,17 @@ needs_v2 = pytest.mark.skipif(not V2, reason="needs memory, pids and cpu in the 
 hybrid_only = pytest.mark.skipif(V2, reason="the hybrid host's refusal")
 
 
-def kiwi_cgroups():
-    """Every kiwi-* cgroup the helper could have made, on either kind of host."""
-    found = []
-    for base in (CGROOT / "kiwi.slice", CGROOT / "unified" / "kiwi.slice"):
-        # os.walk, not rglob: another run's cgroup may go while it is
-        # read (a session's keeper/ and exec-*/ below its kiwi-*), and
-        # os.walk passes over what vanished instead of raising
-        for dirpath, dirs, _ in os.walk(base):
-            found += [os.path.join(dirpath, d) for d in dirs if d.startswith("kiwi-")]
-    return sorted(found)
+# The cgroups the running test made (cgdir() and sandbox_cgroup()
+# record them): on a shared host another run's come and go meanwhile,
+# so a test checks only its own.
+MADE = []
 
 
 @pytest.fixture
 def cg(config, clients):
-    """The rules above, and a check that nothing is left at the end."""
+    """The rules above, and a check that no cgroup this test made is left."""
     config.write(RULES)
-    before = kiwi_cgroups()
+    MADE.clear()
     made = []
 
     def make(*args, **kw):
@@ -71,8 +65,10 @@ def cg(config, clients):
     for c in made:
         c.finish()
     # a helper removes its cgroup once its caller's socket closes
-    settle(lambda: kiwi_cgroups() == before)
-    assert kiwi_cgroups() == before
+    settle(lambda: not any(d.exists() for d in MADE))
+    left = [str(d) for d in MADE if d.exists()]
+    MADE.clear()
+    assert not left, f"left behind: {left}"
 
 
 def prepare(c, **kw):
@@ -81,7 +77,18 @@ def prepare(c, **kw):
 
 def cgdir(ans):
     assert ans.get("ok") and ans["path"].startswith("/kiwi.slice/kiwi-"), ans
-    return CGROOT / ans["path"].lstrip("/")
+    MADE.append(CGROOT / ans["path"].lstrip("/"))
+    return MADE[-1]
+
+
+def sandbox_cgroup(pid):
+    """The kiwi-* cgroup a process of a kiwi-run run is in (its
+    sandbox's), recorded as made; None for the helper and kiwi-run."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        if line.startswith("0::/kiwi.slice/kiwi-"):
+            MADE.append(CGROOT / line[3:].lstrip("/"))
+            return MADE[-1]
+    return None
 
 
 def procs(d):
@@ -402,11 +409,12 @@ def test_kiwi_run_killed_leaves_nothing(cg, kiwi_run, helper):
     kiwi-run: the helper removes the cgroup and ends."""
     p = kiwi_as(kiwi_run, helper, ["--pids", "10"], "echo up; sleep 600", popen=True)
     assert p.stdout.readline() == "up\n"
-    (d,) = [Path(x) for x in kiwi_cgroups()]
+    kids = [int(x) for x in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()]
+    (d,) = [d for d in map(sandbox_cgroup, kids) if d]
     assert (d / "memory.max").read_text() == f"{256 << 20}\n"
     assert (d / "pids.max").read_text() == "10\n"
     # `list` names the helper's cgroup like any other
-    assert settle(lambda: listed(kiwi_run) == ["/" + str(d.relative_to(CGROOT))]), listed(kiwi_run)
+    assert settle(lambda: "/" + str(d.relative_to(CGROOT)) in listed(kiwi_run)), listed(kiwi_run)
     helpers = [int(x) for x in os.popen(f"pgrep -P {p.pid} -x kiwi-helper").read().split()]
     assert len(helpers) == 1
     p.kill()
