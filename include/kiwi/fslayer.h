@@ -28,6 +28,12 @@
  * without reserving anything. */
 #define KIWI_FSLAYER_DEFAULT_SIZE (1ULL << 30)
 
+/* What holds the layer (--disk-backend). */
+enum kiwi_disk_backend {
+	KIWI_DISK_TMPFS = 0,  /* memory, charged to the sandbox's memory cgroup */
+	KIWI_DISK_LOOP,       /* an ext4 image on a loop device (kiwi/loopfs.h) */
+};
+
 /* What happens to a layered bind's changes when the sandbox ends. */
 enum kiwi_ws_mode {
 	KIWI_WS_LAND = 0,  /* applied to the host directory (the default) */
@@ -37,8 +43,9 @@ enum kiwi_ws_mode {
 
 /* Child side. A new layer of size bytes attached over the directory
  * at_fd names (it is detached with the old root at pivot_root). Returns an
- * fd of its root. */
-int kiwi_fslayer_create(uint64_t size, int at_fd, kiwi_err *err);
+ * fd of its root. disk_fd >= 0: the layer is that detached mount (made by
+ * kiwi-run, kiwi/loopfs.h) instead of a new tmpfs. */
+int kiwi_fslayer_create(uint64_t size, int disk_fd, int at_fd, kiwi_err *err);
 /* Makes name/upper and name/work in the layer; returns the fd of upper.
  * *workfd gets work's. Both O_PATH. */
 int kiwi_fslayer_dirs(int layer, const char *name, int *workfd, kiwi_err *err);

@@ -87,6 +87,9 @@ struct kiwi_sandbox_config {
 	uint64_t kill_grace_ns;   /* on timeout: SIGTERM to all, SIGKILL this much later */
 	uint64_t disk_bytes;      /* the writable layer's size; 0: KIWI_FSLAYER_DEFAULT_SIZE */
 	int ws_mode;              /* enum kiwi_ws_mode: what becomes of layered binds' changes */
+	int disk_backend;         /* enum kiwi_disk_backend: what holds the layer */
+	const char *disk_dir;     /* KIWI_DISK_LOOP: where its image is; NULL: the default */
+	int disk_fd;              /* KIWI_DISK_LOOP: set by kiwi_sandbox_run, the image's mount */
 
 	/* Any limit set: the sandbox gets a cgroup of its own under
 	 * cgroup_parent (NULL: the default) and starts inside it. */
@@ -152,6 +155,7 @@ struct kiwi_sandbox_result {
 	uint64_t output_dropped;  /* bytes a stalled reader never got (the run ended first) */
 	bool disk_full;           /* the writable layer was full at some point */
 	uint64_t disk_used_kib;   /* its peak use */
+	int disk_backend;         /* enum kiwi_disk_backend: what held it */
 	/* Layered binds were bound in place: this kernel's tmpfs holds no
 	 * user xattrs (kiwi_fslayer_holds_xattrs), so --disk did not bound
 	 * them and nothing was landed. */

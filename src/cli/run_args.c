@@ -5,6 +5,7 @@
 #include "run.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/loopfs.h"
 #include "kiwi/units.h"
 
 #include <errno.h>
@@ -35,6 +36,8 @@ enum {
 	OPT_STDOUT,
 	OPT_STDERR,
 	OPT_DISK,
+	OPT_DISK_BACKEND,
+	OPT_DISK_DIR,
 	OPT_WORKSPACE_MODE,
 	OPT_MEMORY,
 	OPT_MEMORY_SWAP,
@@ -73,6 +76,8 @@ static const struct option run_options[] = {
 	{ "stdout", required_argument, NULL, OPT_STDOUT },
 	{ "stderr", required_argument, NULL, OPT_STDERR },
 	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "disk-backend", required_argument, NULL, OPT_DISK_BACKEND },
+	{ "disk-dir", required_argument, NULL, OPT_DISK_DIR },
 	{ "workspace-mode", required_argument, NULL, OPT_WORKSPACE_MODE },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
 	{ "memory-swap", required_argument, NULL, OPT_MEMORY_SWAP },
@@ -138,6 +143,10 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --stderr FILE         the command's stderr goes to FILE (default: ours)\n"
 	       "  --disk SIZE           bound on everything the sandbox writes: /tmp, /dev/shm,\n"
 	       "                        --rw-root, the workspace (default 1G)\n"
+	       "  --disk-backend tmpfs|loop  what holds that layer: memory (default) or, as\n"
+	       "                        root, an ext4 image on a loop device (kiwi-run doctor)\n"
+	       "  --disk-dir DIR        where the loop backend's unnamed image is made\n"
+	       "                        (default /var/lib/kiwi-run/layers)\n"
 	       "  --memory SIZE         memory.max of the sandbox's cgroup (swap 0 unless asked)\n"
 	       "  --memory-swap SIZE    memory.swap.max\n"
 	       "  --pids N              pids.max\n"
@@ -353,6 +362,17 @@ static int take_checked_option(struct run_args *a, int c, const char *name, cons
 			return 0;
 		}
 		return kiwi_cli_usage_error(a->cmd, "--workspace-mode wants land or discard, got `%s`", value);
+	case OPT_DISK_BACKEND:
+		if (!strcmp(value, "tmpfs") || !strcmp(value, "loop")) {
+			a->cfg.disk_backend = !strcmp(value, "tmpfs") ? KIWI_DISK_TMPFS : KIWI_DISK_LOOP;
+			return 0;
+		}
+		return kiwi_cli_usage_error(a->cmd, "--disk-backend wants tmpfs or loop, got `%s`", value);
+	case OPT_DISK_DIR:
+		if (!*value)
+			return kiwi_cli_usage_error(a->cmd, "--disk-dir wants a directory");
+		a->cfg.disk_dir = value;
+		return 0;
 	case OPT_NETWORK:
 		if (strcmp(value, "none") && strcmp(value, "egress") && strcmp(value, "audit"))
 			return kiwi_cli_usage_error(a->cmd, "--network wants none, egress or audit, got `%s`", value);
@@ -431,6 +451,11 @@ static int check_run_args(int argc, char **argv, struct run_args *a)
 		return kiwi_cli_usage_error(a->cmd, "--%s needs --network egress", a->egress_flag);
 	if (a->network_egress)
 		a->cfg.egress = &a->egress;
+	if (a->cfg.disk_dir && a->cfg.disk_backend != KIWI_DISK_LOOP)
+		return kiwi_cli_usage_error(a->cmd, "--disk-dir needs --disk-backend loop");
+	if (a->cfg.disk_backend == KIWI_DISK_LOOP && a->cfg.disk_bytes && a->cfg.disk_bytes < KIWI_LOOPFS_MIN_SIZE)
+		return kiwi_cli_usage_error(a->cmd, "--disk-backend loop needs --disk of at least 1M (ext4's own "
+					    "tables), got %llu bytes", (unsigned long long)a->cfg.disk_bytes);
 	complete_idmap(a);
 	if (optind >= argc && !a->image && !a->command_optional)
 		return kiwi_cli_usage_error(a->cmd, "no command given (put it after `--`)");

@@ -453,7 +453,9 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_init_args *args = c->args;
 	const struct kiwi_sandbox_config *cfg = c->cfg;
-	const int keep[] = { args->sock, args->stdin_fd, args->stdout_fd, args->stderr_fd };
+	/* The loop backend's filesystem, from kiwi-run: the layer to be. */
+	const int keep[] = { args->sock, args->stdin_fd, args->stdout_fd, args->stderr_fd,
+			     cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1 };
 	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
 	 * "0::/" inside, as when clone3 put us into the cgroup. */
 	if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0)

@@ -552,6 +552,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiw
 	if (dirfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
 	_cleanup_close_ int layer = kiwi_fslayer_create(cfg->disk_bytes ? cfg->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE,
+							cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1,
 							dirfd, err);
 	if (layer < 0)
 		return -1;

@@ -7,6 +7,7 @@
 #include "kiwi/debug.h"
 #include "kiwi/egress.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/loopfs.h"
 #include "kiwi/helper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
@@ -928,6 +929,42 @@ static void note_bounds(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			    cfg->limits.memory_max != KIWI_CGROUP_MAX;
 }
 
+/* The host's id for inside id in map; NULL map: the caller's own at 0. */
+static uint32_t host_id(const struct kiwi_id_extent *map, size_t n, uint32_t inside, uint32_t own)
+{
+	for (size_t i = 0; i < n; i++)
+		if (inside >= map[i].inside && inside - map[i].inside < map[i].count)
+			return map[i].outside + (inside - map[i].inside);
+	return own;
+}
+
+/* --disk-backend loop: the image's filesystem, mounted here (a user
+ * namespace cannot mount ext4) and attached by the sandbox as its layer.
+ * Its root belongs to the ids the sandbox's setup runs as (0 inside where
+ * mapped), which make the layer's directories. */
+static int make_disk(struct kiwi_sandbox_config *own, kiwi_err *err)
+{
+	if (own->disk_backend != KIWI_DISK_LOOP)
+		return 0;
+	if (kiwi_loopfs_offered(err) < 0)
+		return -1;
+	int64_t t = KIWI_DEBUG_NOW(own->debug);
+	const struct kiwi_idmap *m = own->idmap;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (m) {
+		uid = host_id(m->uid, m->n_uid, kiwi_idmap_maps(m->uid, m->n_uid, 0) ? 0 : own->uid, uid);
+		gid = host_id(m->gid, m->n_gid, kiwi_idmap_maps(m->gid, m->n_gid, 0) ? 0 : own->gid, gid);
+	}
+	uint64_t size = own->disk_bytes ? own->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE;
+	own->disk_fd = kiwi_loopfs_create(own->disk_dir, size, uid, gid, err);
+	if (own->disk_fd < 0)
+		return -1;
+	KIWI_DEBUG(own->debug, "run", t, "disk", "ext4 image of %llu bytes on a loop device (autoclear), "
+		   "root %u:%u", (unsigned long long)size, (unsigned)uid, (unsigned)gid);
+	return 0;
+}
+
 int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_sandbox_result *res,
 		     kiwi_err *err)
 {
@@ -938,12 +975,17 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_s
 	if (!res->started_at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	res->net_audit = cfg->net_audit;
+	res->disk_backend = cfg->disk_backend;
 	res->network = cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none";
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (check_config(cfg, err) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "check", "rootfs=%s, %zu bind(s), %zu fd(s)", cfg->rootfs,
 		   cfg->n_binds, cfg->n_preserve_fds);
+	if (make_disk(&own, err) < 0)
+		return -1;
+	/* Ours until the end: the sandbox holds the mount from clone on. */
+	_cleanup_close_ int disk = cfg->disk_backend == KIWI_DISK_LOOP ? own.disk_fd : -1;
 	/* Started before clone, so that a missing helper costs no sandbox;
 	 * egress, when asked for too, shares the session. */
 	if (helper_writes_maps(cfg) && kiwi_helper_start(&res->helper, err) < 0)

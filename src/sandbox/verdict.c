@@ -2,6 +2,7 @@
 #include "kiwi/verdict.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/json.h"
 #include "kiwi/helper.h"
 #include "kiwi/net_audit.h"
@@ -97,7 +98,7 @@ static void write_mechanisms(kiwi_json_writer *w, const struct kiwi_sandbox_resu
 	kiwi_jw_key(w, "memory");
 	kiwi_jw_string(w, r->memory_bound ? "cgroup" : NULL);
 	kiwi_jw_key(w, "disk");
-	kiwi_jw_string(w, r->started ? "tmpfs" : NULL);
+	kiwi_jw_string(w, !r->started ? NULL : r->disk_backend == KIWI_DISK_LOOP ? "loop" : "tmpfs");
 	/* Layered binds: bound in place where the layer cannot hold them. */
 	kiwi_jw_key(w, "workspace_in_place");
 	kiwi_jw_bool(w, r->binds_in_place);
