@@ -63,6 +63,8 @@ bool kiwi_fslayer_holds_xattrs(int layer);
 
 /* Either side: what the layer holds now, in KiB, and whether it is full. */
 int kiwi_fslayer_usage(int layer, uint64_t *used_kib, bool *full);
+/* Either side: what holds the layer (a session's exec asks its keeper). */
+enum kiwi_disk_backend kiwi_fslayer_backend(int layer);
 
 /* Parent side, once every process of the sandbox is gone. Applies the
  * changes of name/upper to the directory destfd: files are written beside

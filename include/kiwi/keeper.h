@@ -66,6 +66,7 @@ struct kiwi_exec_msg {
 	int32_t value;            /* KILL: signo; EXIT: wait status */
 	uint32_t disk_full;       /* EXIT: the session's layer was full at the exec's end */
 	uint64_t disk_used_kib;   /* EXIT: what the layer held then */
+	uint32_t disk_backend;    /* EXIT: enum kiwi_disk_backend, what holds it */
 	int64_t mono_ns;          /* STARTED, EXIT: CLOCK_MONOTONIC */
 	uint64_t utime_us;        /* EXIT: the exec's reaped processes */
 	uint64_t stime_us;

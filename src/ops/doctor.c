@@ -9,6 +9,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/landlock.h"
+#include "kiwi/loopfs.h"
 #include "kiwi/nft.h"
 #include "kiwi/seccomp.h"
 #include "kiwi/spawn.h"
@@ -27,6 +28,8 @@
 #include <sys/mount.h>
 #include <sys/xattr.h>
 #include <sys/prctl.h>
+#include <sys/quota.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -398,29 +401,66 @@ static void check_overlayfs(struct kiwi_check_result *r)
 	set(r, KIWI_CHECK_OK, "overlayfs mounts in a user namespace");
 }
 
-/* The writable layer's backends (kiwi/fslayer.h): which this host offers. */
-static void check_layer(struct kiwi_check_result *r)
+/* The writable layer's backends (kiwi/fslayer.h), one line each: which
+ * this host offers to this caller. */
+static void check_layer_tmpfs(struct kiwi_check_result *r)
 {
 	bool charged = !kiwi_cgroup_unavailable(KIWI_CG_MEMORY);
 	int e = in_child(try_layer_xattrs, NULL);
 	if (e) {
-		set(r, KIWI_CHECK_WARN, "tmpfs (memory-backed, default %llu MiB), but it holds no user xattrs here "
-		    "(%s): layered binds (the phase's workspace) are bound in place, unbounded by --disk, and "
-		    "--rw-root cannot remove a directory of the rootfs; disk-backed (loop image, project quota): "
-		    "not offered by this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20, strerror(e));
-		set_fix(r, "Linux 6.6 or later gives tmpfs user xattrs");
+		set(r, KIWI_CHECK_WARN, "offered (memory-backed, the default, %llu MiB unless --disk), but it holds "
+		    "no user xattrs here (%s): layered binds (the phase's workspace) are bound in place, "
+		    "unbounded by --disk, and --rw-root cannot remove a directory of the rootfs",
+		    KIWI_FSLAYER_DEFAULT_SIZE >> 20, strerror(e));
+		set_fix(r, "Linux 6.6 or later gives tmpfs user xattrs; or --disk-backend loop (layer.loop)");
 		return;
 	}
 	if (charged) {
-		set(r, KIWI_CHECK_OK, "tmpfs (memory-backed, default %llu MiB, charged to the sandbox's memory "
-		    "cgroup: --memory bounds it); disk-backed (loop image, project quota): not offered by "
-		    "this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
+		set(r, KIWI_CHECK_OK, "offered (memory-backed, the default, %llu MiB unless --disk, charged to the "
+		    "sandbox's memory cgroup: --memory bounds it)", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
 		return;
 	}
-	set(r, KIWI_CHECK_WARN, "tmpfs (memory-backed, default %llu MiB, bounded by --disk only: no cgroup v2 "
-	    "memory controller to charge it to); disk-backed (loop image, project quota): not offered by "
-	    "this kiwi-run", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
-	set_fix(r, "see cgroup.mode: with cgroup v2's memory controller, --memory bounds the layer too");
+	set(r, KIWI_CHECK_WARN, "offered (memory-backed, the default, %llu MiB unless --disk, bounded by --disk "
+	    "only: no cgroup v2 memory controller to charge it to)", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
+	set_fix(r, "see cgroup.mode: with cgroup v2's memory controller, --memory bounds the layer too; or "
+		"--disk-backend loop (layer.loop), which takes no memory");
+}
+
+/* A real trial, as a sandbox would: a 1 MiB image made, attached,
+ * mounted and let go (the loop device clears itself). */
+static void check_layer_loop(struct kiwi_check_result *r)
+{
+	kiwi_err err = { 0 };
+	int fd = kiwi_loopfs_offered(&err) < 0 ? -1 : kiwi_loopfs_create(NULL, KIWI_LOOPFS_MIN_SIZE, 0, 0, &err);
+	if (fd < 0) {
+		set(r, KIWI_CHECK_WARN, "not offered to this caller: %s%s%s", err.msg,
+		    err.errnum && err.errnum != EPERM ? ": " : "", err.errnum && err.errnum != EPERM ?
+		    strerror(err.errnum) : "");
+		set_fix(r, "%s", geteuid() ? "run kiwi-run as root for --disk-backend loop" :
+			"modprobe loop and ext4; " KIWI_LOOPFS_DEFAULT_DIR " on a filesystem with O_TMPFILE");
+		return;
+	}
+	close(fd);
+	set(r, KIWI_CHECK_OK, "offered (--disk-backend loop: an ext4 image of --disk's size on a loop device, "
+	    "unnamed in " KIWI_LOOPFS_DEFAULT_DIR " unless --disk-dir; a 1 MiB one made and released)");
+}
+
+/* Project quotas would bound a layer in place on the host's filesystem;
+ * kiwi-run does not use them yet, but says whether this host could. */
+static void check_layer_quota(struct kiwi_check_result *r)
+{
+	const char *dir = "/var/lib";
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct if_dqinfo info;
+	int e = fd < 0 ? errno : syscall(SYS_quotactl_fd, fd, QCMD(Q_GETINFO, PRJQUOTA), 0, &info) < 0 ? errno : 0;
+	/* ESRCH: the filesystem has no project quotas on. */
+	if (e && e != ESRCH)
+		set(r, KIWI_CHECK_WARN, "not offered by this kiwi-run; whether the filesystem of %s has project "
+		    "quotas is unknown (%s)", dir, strerror(e));
+	else
+		set(r, KIWI_CHECK_WARN, "not offered by this kiwi-run; the filesystem of %s has %sproject quotas on",
+		    dir, e ? "no " : "");
+	set_fix(r, "--disk-backend loop bounds a disk-backed layer (layer.loop)");
 }
 
 static int try_seccomp(void *arg)
@@ -528,7 +568,9 @@ static const struct {
 	{ "cgroup.user", false, check_cgroup_user },
 	{ "nftables", false, check_nftables },
 	{ "overlayfs", true, check_overlayfs },
-	{ "layer", false, check_layer },
+	{ "layer.tmpfs", false, check_layer_tmpfs },
+	{ "layer.loop", false, check_layer_loop },
+	{ "layer.quota", false, check_layer_quota },
 	{ "landlock", false, check_landlock },
 	{ "helper", false, check_helper },
 };

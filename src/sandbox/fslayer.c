@@ -117,6 +117,12 @@ int kiwi_fslayer_usage(int layer, uint64_t *used_kib, bool *full)
 	return 0;
 }
 
+enum kiwi_disk_backend kiwi_fslayer_backend(int layer)
+{
+	struct statfs sf;
+	return fstatfs(layer, &sf) == 0 && sf.f_type != TMPFS_MAGIC ? KIWI_DISK_LOOP : KIWI_DISK_TMPFS;
+}
+
 /* ------------------------------------------------------------------ */
 /* Parent side: landing an upper directory on the host. Every name comes
  * from the upper directory (one component, never "/"), every host path is

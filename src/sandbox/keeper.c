@@ -194,6 +194,7 @@ static void report_exit(struct leader *l, int layer)
 		.stime_us = (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec,
 		.disk_full = full,
 		.disk_used_kib = used,
+		.disk_backend = layer >= 0 ? (uint32_t)kiwi_fslayer_backend(layer) : KIWI_DISK_TMPFS,
 	};
 	kiwi_exec_send(l->conn, &m, -1);
 }

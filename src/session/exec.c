@@ -156,6 +156,7 @@ static void on_leader(struct client *c)
 		c->res->cpu_sys_us = m.stime_us;
 		c->res->disk_full = m.disk_full;
 		c->res->disk_used_kib = m.disk_used_kib;
+		c->res->disk_backend = (int)m.disk_backend;
 	}
 }
 

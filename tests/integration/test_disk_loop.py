@@ -9,6 +9,7 @@ Each test gives kiwi-run an image directory of its own (--disk-dir) and
 counts only the loop devices whose backing file lies in it: other work on
 this host uses loop devices too."""
 import glob
+import json
 import os
 import time
 
@@ -191,3 +192,25 @@ def test_missing_image_dir(kiwi):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and str(missing) in lines[0], explain(r)
     assert not missing.exists()
+
+
+def test_session_on_the_loop_backend(kiwi):
+    """A session's layer on the loop backend: each exec's verdict names it,
+    the bound holds across execs, and destroy leaves no loop device."""
+    root_only(kiwi)
+    images, opts = loop_opts(kiwi)
+    r = kiwi.raw(["session", "create", "--rootfs", kiwi.rootfs, *opts])
+    assert r.returncode == 0, explain(r)
+    sid = r.stdout.strip()
+    try:
+        assert len(our_loops(images)) == 1
+        verdict = kiwi.workdir() / "v.json"
+        r = kiwi.raw(["session", "exec", sid, "--verdict", verdict, "--", "/bin/sh", "-c",
+                      "dd if=/dev/zero of=/tmp/a bs=1M count=10 && dd if=/dev/zero of=/tmp/b bs=1M count=10"])
+        assert r.returncode == 1 and "No space left on device" in r.stderr, explain(r)
+        v = json.loads(verdict.read_text())
+        assert v["disk_full"] is True and v["bounds"]["disk"] == "loop", v
+    finally:
+        d = kiwi.raw(["session", "destroy", sid])
+    assert d.returncode == 0, explain(d)
+    assert wait_for_no_loops(images) == {} and os.listdir(images) == []

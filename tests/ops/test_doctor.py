@@ -10,7 +10,7 @@ import pytest
 from conftest import explain
 
 CHECKS = ["userns.sysctl", "userns.clone", "seccomp", "cgroup.mode", "cgroup.root", "cgroup.user",
-          "nftables", "overlayfs", "layer", "landlock", "helper"]
+          "nftables", "overlayfs", "layer.tmpfs", "layer.loop", "layer.quota", "landlock", "helper"]
 REQUIRED = {"userns.sysctl", "userns.clone", "seccomp", "overlayfs"}
 
 
@@ -79,14 +79,24 @@ def test_cgroup_mode_is_named_with_the_fix(kiwi):
 
 
 def test_layer_backends_are_named(kiwi):
-    """Which writable-layer backends this host offers, and whether the
-    memory-backed one is charged to a memory cgroup (not on a hybrid host)."""
-    c = {c["name"]: c for c in json.loads(doctor(kiwi, "--json").stdout)["checks"]}["layer"]
-    assert c["detail"].startswith("tmpfs (memory-backed, default 1024 MiB"), c
-    assert "disk-backed" in c["detail"], c
+    """Which writable-layer backends this host offers, one line each, and
+    whether the memory-backed one is charged to a memory cgroup (not on a
+    hybrid host)."""
+    by = {c["name"]: c for c in json.loads(doctor(kiwi, "--json").stdout)["checks"]}
+    c = by["layer.tmpfs"]
+    assert c["detail"].startswith("offered (memory-backed, the default, 1024 MiB"), c
     kernel = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
     assert (c["status"] == "ok") == (host_cgroup_mode() == "unified" and kernel >= (6, 6)), c
     assert ("holds no user xattrs" in c["detail"]) == (kernel < (6, 6)), c
+    # the loop backend: a real trial as root, refused with the reason otherwise
+    loop = by["layer.loop"]
+    if kiwi.mode == "root" and os.path.exists("/dev/loop-control"):
+        assert loop["status"] == "ok" and loop["detail"].startswith("offered"), loop
+    elif kiwi.mode == "rootless":
+        assert loop["status"] == "warn" and "needs root" in loop["detail"], loop
+    # project quotas: never offered by this kiwi-run; the host's state named
+    q = by["layer.quota"]
+    assert q["status"] == "warn" and q["detail"].startswith("not offered by this kiwi-run"), q
 
 
 def test_the_calling_users_delegation_is_checked(kiwi):
