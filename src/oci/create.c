@@ -333,7 +333,7 @@ static int make_cgroup(struct creation *c, kiwi_err *err)
 	if (kiwi_cgroup_open_path(path, &cfg->limits, &c->cg_made, c->st.cgroup_top, &c->cg, &e) == 0) {
 		snprintf(c->st.cgroup, sizeof(c->st.cgroup), "%s", kiwi_cgroup_path(c->cg));
 		c->st.cgroup_owned = c->cg_made;
-		return 0;
+		return c->cg_made ? kiwi_oci_pending_cgroup_write(c->dir, c->st.cgroup, c->st.cgroup_top, err) : 0;
 	}
 	if (!cfg->has_limits && (e.errnum == EACCES || e.errnum == EPERM || e.errnum == ENOENT || e.errnum == EROFS)) {
 		if (c->o->note) {
@@ -472,6 +472,7 @@ static int record(struct creation *c, kiwi_err *err)
 		return kiwi_error(err, ESRCH, "init", "the container's init is gone");
 	if (kiwi_oci_state_save(c->o->root, &c->st, err) < 0)
 		return -1;
+	kiwi_oci_pending_cgroup_done(c->dir);
 	return c->o->pid_file ? write_pid_file(c->o->pid_file, c->pid, err) : 0;
 }
 
@@ -490,15 +491,8 @@ static void undo(struct creation *c)
 			kiwi_cgroup_remove_path(cg, NULL);
 		kiwi_cgroup_remove_parents(cg, c->st.cgroup_top);
 	}
-	if (c->dir_made) {
-		char path[4400];
-		static const char *const files[] = { KIWI_OCI_FIFO, "state.json", "state.json.tmp" };
-		for (size_t i = 0; i < KIWI_ARRAY_SIZE(files); i++) {
-			snprintf(path, sizeof(path), "%s/%s", c->dir, files[i]);
-			unlink(path);
-		}
-		rmdir(c->dir);
-	}
+	if (c->dir_made)
+		kiwi_oci_state_dir_remove(c->dir);
 }
 
 int kiwi_oci_compile_seccomp(const struct kiwi_oci_config *cfg, struct kiwi_seccomp **out, kiwi_err *err)

@@ -228,14 +228,9 @@ int kiwi_oci_kill(const char *root, const char *id, int sig, bool all, kiwi_err 
 
 static void remove_state(const char *root, const char *id)
 {
-	char path[4400];
-	static const char *const files[] = { KIWI_OCI_FIFO, "state.json", "state.json.tmp" };
-	for (size_t i = 0; i < KIWI_ARRAY_SIZE(files); i++) {
-		snprintf(path, sizeof(path), "%s/%s/%s", root, id, files[i]);
-		unlink(path);
-	}
-	snprintf(path, sizeof(path), "%s/%s", root, id);
-	rmdir(path);
+	char dir[4352];
+	if (kiwi_oci_state_dir(root, id, dir, sizeof(dir), NULL) == 0)
+		kiwi_oci_state_dir_remove(dir);
 }
 
 int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
@@ -252,6 +247,7 @@ int kiwi_oci_delete(const char *root, const char *id, bool force, kiwi_err *err)
 		snprintf(fifo, sizeof(fifo), "%s/" KIWI_OCI_FIFO, dir);
 		/* exec.fifo marks it as a container's: nothing else is removed. */
 		if (access(fifo, F_OK) == 0 && access(path, F_OK) < 0) {
+			kiwi_oci_pending_cgroup_collect(dir);
 			remove_state(root, id);
 			*err = (kiwi_err){ 0 };
 			return 0;

@@ -91,6 +91,14 @@ int kiwi_oci_run_hooks(const struct kiwi_oci_config *cfg, enum kiwi_oci_hook_kin
 /* The runtime-spec state object as text (malloc'd), or NULL. */
 char *kiwi_oci_state_text(const struct kiwi_oci_state *st, enum kiwi_oci_status s);
 int kiwi_oci_state_dir(const char *root, const char *id, char *out, size_t len, kiwi_err *err);
+/* Removes a container's state directory and every file kiwi-run puts in it. */
+void kiwi_oci_state_dir_remove(const char *dir);
+/* The cgroup create made, named in the state directory until state.json
+ * holds it, so that `delete --force` after a create killed in between
+ * removes it (and the parents create made) too. */
+int kiwi_oci_pending_cgroup_write(const char *dir, const char *cgroup, const char *top, kiwi_err *err);
+void kiwi_oci_pending_cgroup_done(const char *dir);
+void kiwi_oci_pending_cgroup_collect(const char *dir);
 int kiwi_oci_proc_start_time(pid_t pid, uint64_t *start, char *state);
 /* config.json linux.seccomp is compiled through the cache unless a bind
  * of the container reaches the cache directory (kiwi-run-seccomp(5)). */

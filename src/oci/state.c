@@ -5,6 +5,7 @@
  * acts on the pid first opens a pidfd and then checks the start time:
  * from then on the pidfd cannot reach anyone else. */
 #include "oci_int.h"
+#include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
 #include "kiwi/oci_runtime.h"
@@ -45,6 +46,59 @@ int kiwi_oci_state_dir(const char *root, const char *id, char *out, size_t len, 
 	if (snprintf(out, len, "%s/%s", root, id) >= (int)len)
 		return kiwi_error(err, ENAMETOOLONG, "state", "state path for `%s` is too long", id);
 	return 0;
+}
+
+#define PENDING_CGROUP "cgroup.pending"
+
+void kiwi_oci_state_dir_remove(const char *dir)
+{
+	char path[4400];
+	static const char *const files[] = { KIWI_OCI_FIFO, "state.json", "state.json.tmp", PENDING_CGROUP,
+					     PENDING_CGROUP ".kiwi-tmp" };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+int kiwi_oci_pending_cgroup_write(const char *dir, const char *cgroup, const char *top, kiwi_err *err)
+{
+	char path[4400], tmp[4416], text[8300];
+	snprintf(path, sizeof(path), "%s/" PENDING_CGROUP, dir);
+	snprintf(tmp, sizeof(tmp), "%s.kiwi-tmp", path);
+	int n = snprintf(text, sizeof(text), "%s\n%s\n", cgroup, top);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return kiwi_error(err, ENAMETOOLONG, "state", "cgroup path `%s` is too long", cgroup);
+	return kiwi_write_file_replace(path, tmp, text, (size_t)n, 0600, "state", err);
+}
+
+void kiwi_oci_pending_cgroup_done(const char *dir)
+{
+	char path[4400];
+	snprintf(path, sizeof(path), "%s/" PENDING_CGROUP, dir);
+	unlink(path);
+}
+
+void kiwi_oci_pending_cgroup_collect(const char *dir)
+{
+	char path[4400];
+	snprintf(path, sizeof(path), "%s/" PENDING_CGROUP, dir);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (fd < 0 || kiwi_read_bounded(fd, 8300, "the pending cgroup", &text, &len, NULL) < 0)
+		return;
+	char *top = strchr(text, '\n');
+	if (!top)
+		return;
+	*top++ = '\0';
+	top[strcspn(top, "\n")] = '\0';
+	/* What runs in it is killed first (a killed create's init may live on
+	 * in a shared pid namespace); the parents go once empty. */
+	if (text[0] == '/' && kiwi_cgroup_remove_path(text, NULL) == 0 && top[0] == '/')
+		kiwi_cgroup_remove_parents(text, top);
+	unlink(path);
 }
 
 int kiwi_oci_proc_start_time(pid_t pid, uint64_t *start, char *state)

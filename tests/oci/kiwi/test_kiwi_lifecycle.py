@@ -5,6 +5,7 @@ nothing left behind."""
 import fcntl
 import json
 import os
+from pathlib import Path
 import re
 import signal
 import socket
@@ -341,6 +342,10 @@ def test_create_killed_midway_leaves_nothing_after_delete_force(oci):
     marker = oci.work / "hook-started"
     cfg = oci.spec(["true"])
     cfg["hooks"] = {"createRuntime": [{"path": "/bin/sh", "args": ["sh", "-c", f"touch {marker}; exec sleep 1000"]}]}
+    # A cgroup with a parent create makes: both must go with the state.
+    parent = f"kiwi-test-k9-{os.getpid()}"
+    cfg["linux"]["cgroupsPath"] = f"/{parent}/k9"
+    made = [Path(m) / parent for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")]
     b = oci.bundle(cfg)
     p = subprocess_popen(oci, ["create", "-b", str(b), "k9"])
     for _ in range(1500):  # bounded wait for the hook
@@ -381,8 +386,11 @@ def test_create_killed_midway_leaves_nothing_after_delete_force(oci):
     assert (oci.root / "k9").exists()
     r = oci.cli("state", "k9")
     assert r.returncode == 1
+    if oci.mode == "root":
+        assert any((m / "k9").is_dir() for m in made), "the test meant create to make a cgroup"
     oci.cli("delete", "--force", "k9", check=True)
     assert not list(oci.root.iterdir())
+    assert not any(m.exists() for m in made), "the killed create's cgroup (or its parent) outlived delete"
 
 
 def test_root_is_made_with_its_parents(oci):
