@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
 #define PROGRESS_STEP (8U << 20)
@@ -157,6 +158,29 @@ static const char *clean_name(const char *in, char *out, size_t outlen)
 	}
 	out[len] = '\0';
 	return NULL;
+}
+
+static bool at_or_below(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A cleaned path as this extraction places it (moved up from opts.only);
+ * true when it is not this extraction's. */
+static bool route_away(const kiwi_extract *x, char *path)
+{
+	for (const char *const *s = x->o.skip; s && *s; s++)
+		if (at_or_below(path, *s))
+			return true;
+	if (!x->o.only)
+		return false;
+	if (!at_or_below(path, x->o.only))
+		return true;
+	const char *rest = path + strlen(x->o.only);
+	rest += *rest == '/';
+	memmove(path, rest, strlen(rest) + 1);
+	return false;
 }
 
 int kiwi_remove_tree_at(int dir_fd, const char *name, kiwi_err *err)
@@ -317,6 +341,9 @@ static int make_room(struct entry_ctx *c, bool new_is_dir, bool *kept_dir,
 
 static bool xattr_wanted(const kiwi_extract *x, const char *name)
 {
+	/* A redirect or origin from a layer could point the overlay anywhere in its lower. */
+	if (x->o.overlay && (!strncmp(name, "user.overlay.", 13) || !strncmp(name, "trusted.overlay.", 16)))
+		return false;
 	if (!strncmp(name, "user.", 5))
 		return true;
 	if (!strncmp(name, "trusted.", 8))
@@ -499,6 +526,10 @@ static int put_hardlink(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 	const char *why = clean_name(target, tpath, sizeof(tpath));
 	if (!why && !tpath[0])
 		why = "names the root";
+	if (!why && route_away(x, tpath))
+		why = "is not where the link goes";
+	if (!why && !tpath[0])
+		why = "names the root";
 	if (why)
 		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s`: hardlink target `%s` %s",
 				  c->label, c->raw, target, why);
@@ -549,6 +580,28 @@ static int put_special(kiwi_extract *x, struct entry_ctx *c, struct archive_entr
 	return 0;
 }
 
+/* overlayfs's own form of a whiteout or an opaque directory. */
+static int overlay_whiteout(kiwi_extract *x, struct entry_ctx *c, const char *parent, bool opaque,
+			    const char *victim, kiwi_err *err)
+{
+	c->pfd = get_parent(x, parent, err);
+	if (c->pfd < 0)
+		return kiwi_error_wrap(err, "%s: entry `%s`", c->label, c->raw);
+	if (opaque) {
+		_cleanup_close_ int dfd = resolve(x->root_fd, parent, O_RDONLY | O_DIRECTORY);
+		if (dfd < 0 || fsetxattr(dfd, "user.overlay.opaque", "y", 1, 0) < 0)
+			return kiwi_error(err, errno, "unpack", "cannot mark `%s` opaque", parent);
+		return 0;
+	}
+	c->name = victim;
+	bool kept;
+	if (make_room(c, false, &kept, err) < 0)
+		return -1;
+	if (mknodat(c->pfd, victim, S_IFCHR, makedev(0, 0)) < 0)
+		return kiwi_error(err, errno, "unpack", "%s: entry `%s`: cannot make a whiteout", c->label, c->raw);
+	return 0;
+}
+
 static int apply_whiteout(kiwi_extract *x, struct entry_ctx *c, char *parent, kiwi_err *err)
 {
 	bool opaque = !strcmp(c->name, OPAQUE_MARKER);
@@ -556,6 +609,8 @@ static int apply_whiteout(kiwi_extract *x, struct entry_ctx *c, char *parent, ki
 	if (!opaque && (!*victim || !strcmp(victim, ".") || !strcmp(victim, "..")))
 		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s`: whiteout names `%s`",
 				  c->label, c->raw, *victim ? victim : "(nothing)");
+	if (x->o.overlay)
+		return overlay_whiteout(x, c, parent, opaque, victim, err);
 	/* Nothing below to hide when the directory does not exist. */
 	_cleanup_close_ int pfd = resolve(x->root_fd, parent, O_RDONLY | O_DIRECTORY);
 	if (pfd < 0)
@@ -582,6 +637,8 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 	const char *why = clean_name(c.raw, c.path, sizeof(c.path));
 	if (why)
 		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s` %s", label, c.raw, why);
+	if (route_away(x, c.path))
+		return 0;
 	if (x->o.cancel && *x->o.cancel)
 		return kiwi_error(err, EINTR, "unpack", "%s: interrupted", label);
 	if (++x->st.entries > x->o.max_entries)

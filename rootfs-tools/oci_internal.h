@@ -23,4 +23,30 @@ int kiwi_oci_open_parent(const char *path, char **base, kiwi_err *err);
 /* Writes key: [v...]; when v is NULL, key: null or nothing at all. */
 void kiwi_oci_write_strv(kiwi_json_writer *w, const char *key, char **v, bool null_if_unset);
 
+/* ---- oci_pack.c, shared with oci_snapshot.c ---- */
+
+struct kiwi_layer_write_opts {
+	enum kiwi_layer_compression compression;
+	bool reproducible;             /* fixed mtimes (SOURCE_DATE_EPOCH or 0) */
+	bool upper;                    /* the trees are overlayfs upper directories */
+	const struct kiwi_idmap *ids;  /* NULL: ids as they are */
+};
+
+/* Writes the trees as one layer into blobs_fd in one pass: *layer is the
+ * blob's descriptor (no media type), diff_id (KIWI_DIGEST_MAX bytes) the
+ * digest of the uncompressed tar. */
+int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size_t n,
+			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
+			 char *diff_id, kiwi_err *err);
+void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d);
+const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c);
+/* Stores the writer's text as a blob. */
+int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err);
+/* Rewrites index.json with every entry but the one tagged tag, then m. */
+int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
+			  const char *os, const char *arch, kiwi_err *err);
+/* Makes the layout at path (and blobs/sha256, oci-layout) if missing;
+ * *created says whether path itself was made. Returns its fd. */
+int kiwi_oci_prepare_layout(const char *path, bool *created, kiwi_err *err);
+
 #endif

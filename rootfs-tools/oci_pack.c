@@ -46,7 +46,9 @@ static la_ssize_t sink_write(struct archive *a, void *arg, const void *buf, size
 struct packer {
 	struct archive *a;
 	struct archive_entry_linkresolver *links;
-	const struct kiwi_pack_opts *o;
+	bool reproducible;
+	bool upper;               /* overlayfs upper directories (kiwi_image_snapshot) */
+	const struct kiwi_idmap *ids;  /* host ids -> the image's; NULL: as they are */
 	time_t epoch;
 	char path[PATH_MAX];
 	kiwi_err *err;
@@ -58,12 +60,21 @@ static int archive_fail(struct packer *p, const char *what)
 			  "%s `%s`: %s", what, p->path, archive_error_string(p->a));
 }
 
-static void add_xattrs(struct archive_entry *e, int fd)
+/* overlayfs's own (opaque, redirect, origin...) describe the upper
+ * directory, not the files: the layer says the same with .wh. names. */
+static bool overlay_xattr(const char *name)
+{
+	return !strncmp(name, "user.overlay.", 13) || !strncmp(name, "trusted.overlay.", 16);
+}
+
+static void add_xattrs(struct packer *p, struct archive_entry *e, int fd)
 {
 	char names[4096];
 	ssize_t n = flistxattr(fd, names, sizeof(names));
 	for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(names + off) + 1) {
 		char val[4096];
+		if (p->upper && overlay_xattr(names + off))
+			continue;
 		ssize_t vl = fgetxattr(fd, names + off, val, sizeof(val));
 		if (vl >= 0)
 			archive_entry_xattr_add_entry(e, names + off, val, (size_t)vl);
@@ -113,6 +124,84 @@ static int cmp_names(const void *a, const void *b)
 
 static int pack_dir(struct packer *p, int dfd, size_t len);
 
+/* An id of the host's as the image has it: through the map, or as it is
+ * when unmapped (the sandbox saw it as the overflow id). */
+static int64_t map_id(const struct kiwi_id_range *r, size_t n, int64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (id >= r[i].outside && id - r[i].outside < r[i].count)
+			return r[i].inside + (id - r[i].outside);
+	return id;
+}
+
+/* An empty marker entry: OCI's form of an overlay whiteout (.wh.NAME) or
+ * opaque directory (.wh..wh..opq). */
+static int add_marker(struct packer *p, size_t dir_len, const char *name, const struct stat *st)
+{
+	char saved[PATH_MAX];
+	snprintf(saved, sizeof(saved), "%s", p->path);
+	int w = snprintf(p->path + dir_len, sizeof(p->path) - dir_len, "%s.wh.%s", dir_len ? "/" : "", name);
+	int rc = 0;
+	if (w < 0 || (size_t)w >= sizeof(p->path) - dir_len)
+		rc = kiwi_error(p->err, ENAMETOOLONG, "pack", "a path under `%s` is too long", saved);
+	struct archive_entry *e = rc == 0 ? archive_entry_new() : NULL;
+	if (rc == 0 && !e)
+		rc = kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+	if (e) {
+		archive_entry_copy_pathname(e, p->path);
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_perm(e, 0);
+		archive_entry_set_size(e, 0);
+		archive_entry_set_mtime(e, p->reproducible ? p->epoch : st->st_mtim.tv_sec, 0);
+		if (archive_write_header(p->a, e) != ARCHIVE_OK)
+			rc = archive_fail(p, "cannot add");
+		archive_entry_free(e);
+	}
+	snprintf(p->path, sizeof(p->path), "%s", saved);
+	return rc;
+}
+
+static bool is_opaque(int fd)
+{
+	char v[2];
+	return (fgetxattr(fd, "user.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y') ||
+	       (fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y');
+}
+
+/* Opens what fstatat saw, never following a link, never blocking on a
+ * fifo put there since, and only if it is still the same inode. */
+static int open_same(int dfd, const char *name, const struct stat *st)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat now;
+	if (fd >= 0 && (fstat(fd, &now) < 0 || now.st_ino != st->st_ino || now.st_dev != st->st_dev ||
+			(now.st_mode & S_IFMT) != (st->st_mode & S_IFMT))) {
+		close(fd);
+		errno = ESTALE;
+		return -1;
+	}
+	return fd;
+}
+
+static struct archive_entry *entry_of(struct packer *p, const struct stat *st)
+{
+	struct archive_entry *e = archive_entry_new();
+	if (!e)
+		return NULL;
+	archive_entry_copy_stat(e, st);
+	archive_entry_copy_pathname(e, p->path);
+	archive_entry_unset_atime(e);
+	archive_entry_unset_ctime(e);
+	archive_entry_unset_birthtime(e);
+	if (p->reproducible)
+		archive_entry_set_mtime(e, p->epoch, 0);
+	if (p->ids) {
+		archive_entry_set_uid(e, map_id(p->ids->uids, p->ids->n_uids, st->st_uid));
+		archive_entry_set_gid(e, map_id(p->ids->gids, p->ids->n_gids, st->st_gid));
+	}
+	return e;
+}
+
 static int pack_one(struct packer *p, int dfd, const char *name, size_t len)
 {
 	struct stat st;
@@ -120,16 +209,12 @@ static int pack_one(struct packer *p, int dfd, const char *name, size_t len)
 		return kiwi_error(p->err, errno, "pack", "cannot stat `%s`", p->path);
 	if (S_ISSOCK(st.st_mode))
 		return 0; /* tar has no sockets; they belong to a running system */
-	struct archive_entry *e = archive_entry_new();
+	size_t dir_len = len - strlen(name) - (len > strlen(name) ? 1 : 0);
+	if (p->upper && S_ISCHR(st.st_mode) && st.st_rdev == 0)
+		return add_marker(p, dir_len, name, &st);
+	struct archive_entry *e = entry_of(p, &st);
 	if (!e)
 		return kiwi_error(p->err, ENOMEM, "pack", "out of memory");
-	archive_entry_copy_stat(e, &st);
-	archive_entry_copy_pathname(e, p->path);
-	archive_entry_unset_atime(e);
-	archive_entry_unset_ctime(e);
-	archive_entry_unset_birthtime(e);
-	if (p->o->reproducible)
-		archive_entry_set_mtime(e, p->epoch, 0);
 	_cleanup_close_ int fd = -1;
 	if (S_ISLNK(st.st_mode)) {
 		char target[PATH_MAX];
@@ -141,16 +226,20 @@ static int pack_one(struct packer *p, int dfd, const char *name, size_t len)
 		target[n] = '\0';
 		archive_entry_copy_symlink(e, target);
 	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-		fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+		fd = open_same(dfd, name, &st);
 		if (fd < 0) {
 			archive_entry_free(e);
 			return kiwi_error(p->err, errno, "pack", "cannot open `%s`", p->path);
 		}
-		add_xattrs(e, fd);
+		add_xattrs(p, e, fd);
 	}
 	if (write_entry(p, e, S_ISREG(st.st_mode) ? fd : -1) < 0)
 		return -1;
-	return S_ISDIR(st.st_mode) ? pack_dir(p, fd, len) : 0;
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	if (p->upper && is_opaque(fd) && add_marker(p, len, ".wh..opq", &st) < 0)
+		return -1;
+	return pack_dir(p, fd, len);
 }
 
 /* Packs the children of dfd, whose path is p->path[0..len), sorted. */
@@ -262,56 +351,30 @@ static int write_blob(int blobs_fd, const char *data, size_t len, struct kiwi_de
 	return blob_commit(&b, d, err);
 }
 
-/* Writes the tar of dir into a blob; *diff_id is its digest. */
-static int write_tar(int dir_fd, int blobs_fd, const struct kiwi_pack_opts *o,
-		     struct kiwi_descriptor *tar, kiwi_err *err)
+/* The tar goes through here: hashed for the diff_id, then compressed
+ * into the blob as it comes, so the layer is read and written once. */
+struct layer_out {
+	kiwi_hasher *tar_h;
+	struct archive *z;        /* the compressor (raw format); NULL: the tar is the blob */
+	struct sink blob;
+};
+
+static la_ssize_t layer_write(struct archive *a, void *arg, const void *buf, size_t len)
 {
-	struct blob_out b;
-	if (blob_begin(&b, blobs_fd, err) < 0) {
-		blob_abort(&b);
+	struct layer_out *o = arg;
+	kiwi_hasher_update(o->tar_h, buf, len);
+	if (!o->z)
+		return sink_write(a, &o->blob, buf, len);
+	if (archive_write_data(o->z, buf, len) != (la_ssize_t)len) {
+		archive_set_error(a, EIO, "cannot compress the layer: %s", archive_error_string(o->z));
 		return -1;
 	}
-	struct sink s = { .fd = b.fd, .h = b.h };
-	struct packer p = { .a = archive_write_new(), .links = archive_entry_linkresolver_new(),
-			    .o = o, .err = err };
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	p.epoch = sde ? (time_t)strtoll(sde, NULL, 10) : 0;
-	int rc = 0;
-	/* Names are bytes on Linux: store them as they are, whatever the
-	 * locale, instead of failing to convert them to UTF-8. */
-	if (!p.a || !p.links || archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
-	    archive_write_set_format_option(p.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
-	    archive_write_open(p.a, &s, NULL, sink_write, NULL) != ARCHIVE_OK)
-		rc = kiwi_error(err, ENOMEM, "pack", "cannot start the layer archive");
-	if (rc == 0) {
-		archive_entry_linkresolver_set_strategy(p.links, archive_format(p.a));
-		rc = pack_dir(&p, dir_fd, 0);
-	}
-	if (rc == 0 && archive_write_close(p.a) != ARCHIVE_OK)
-		rc = archive_fail(&p, "cannot finish");
-	archive_write_free(p.a);
-	archive_entry_linkresolver_free(p.links);
-	if (rc < 0) {
-		blob_abort(&b);
-		return -1;
-	}
-	return blob_commit(&b, tar, err);
+	return (la_ssize_t)len;
 }
 
-/* Compresses the tar blob into another blob (libarchive's raw format:
- * one stream, no headers). */
-static int compress_blob(int blobs_fd, const struct kiwi_descriptor *tar,
-			 enum kiwi_layer_compression comp, struct kiwi_descriptor *out, kiwi_err *err)
+/* libarchive's raw format: one stream, no headers. */
+static struct archive *compressor(enum kiwi_layer_compression comp, struct sink *s, kiwi_err *err)
 {
-	_cleanup_close_ int in = openat(blobs_fd, strchr(tar->digest, ':') + 1, O_RDONLY | O_CLOEXEC);
-	struct blob_out b;
-	if (in < 0)
-		return kiwi_error(err, errno, "pack", "cannot reopen the layer");
-	if (blob_begin(&b, blobs_fd, err) < 0) {
-		blob_abort(&b);
-		return -1;
-	}
-	struct sink s = { .fd = b.fd, .h = b.h };
 	struct archive *a = archive_write_new();
 	struct archive_entry *e = archive_entry_new();
 	int rc = 0;
@@ -324,37 +387,91 @@ static int compress_blob(int blobs_fd, const struct kiwi_descriptor *tar,
 				     : archive_write_add_filter_zstd(a)) != ARCHIVE_OK ||
 	    /* No name or time in the gzip header: the same tar, the same blob. */
 	    (comp == KIWI_LAYER_GZIP && archive_write_set_filter_option(a, "gzip", "timestamp", NULL) < ARCHIVE_WARN) ||
-	    archive_write_open(a, &s, NULL, sink_write, NULL) != ARCHIVE_OK)
+	    archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK)
 		rc = kiwi_error(err, EIO, "pack", "cannot start compression: %s",
 				a ? archive_error_string(a) : "out of memory");
 	if (rc == 0) {
 		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_size(e, tar->size);
 		if (archive_write_header(a, e) != ARCHIVE_OK)
 			rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
 	}
-	_cleanup_free_ char *buf = malloc(CHUNK);
-	while (rc == 0) {
-		ssize_t n = buf ? read(in, buf, CHUNK) : -1;
-		if (n < 0)
-			rc = kiwi_error(err, buf ? errno : ENOMEM, "pack", "cannot read the layer");
-		else if (n == 0)
-			break;
-		else if (archive_write_data(a, buf, (size_t)n) != n)
-			rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
-	}
-	if (rc == 0 && archive_write_close(a) != ARCHIVE_OK)
-		rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(a));
 	archive_entry_free(e);
-	archive_write_free(a);
+	if (rc < 0) {
+		archive_write_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static int pack_trees(struct packer *p, const struct kiwi_layer_tree *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = (size_t)snprintf(p->path, sizeof(p->path), "%s", t[i].prefix);
+		if (len >= sizeof(p->path))
+			return kiwi_error(p->err, ENAMETOOLONG, "pack", "`%s` is too long", t[i].prefix);
+		/* A tree placed below the root brings its own directory's
+		 * owner, mode and xattrs. */
+		struct stat st;
+		if (len && fstat(t[i].dir_fd, &st) < 0)
+			return kiwi_error(p->err, errno, "pack", "cannot stat `%s`", p->path);
+		struct archive_entry *e = len ? entry_of(p, &st) : NULL;
+		if (len && !e)
+			return kiwi_error(p->err, ENOMEM, "pack", "out of memory");
+		if (e)
+			add_xattrs(p, e, t[i].dir_fd);
+		if ((e && write_entry(p, e, -1) < 0) ||
+		    (len && p->upper && is_opaque(t[i].dir_fd) && add_marker(p, len, ".wh..opq", &st) < 0) ||
+		    pack_dir(p, t[i].dir_fd, len) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size_t n,
+			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
+			 char *diff_id, kiwi_err *err)
+{
+	struct blob_out b;
+	if (blob_begin(&b, blobs_fd, err) < 0) {
+		blob_abort(&b);
+		return -1;
+	}
+	struct layer_out out = { .tar_h = kiwi_hasher_new(KIWI_DIGEST_SHA256), .blob = { .fd = b.fd, .h = b.h } };
+	struct packer p = { .a = archive_write_new(), .links = archive_entry_linkresolver_new(),
+			    .reproducible = o->reproducible, .upper = o->upper, .ids = o->ids, .err = err };
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	p.epoch = sde ? (time_t)strtoll(sde, NULL, 10) : 0;
+	int rc = 0;
+	if (o->compression != KIWI_LAYER_TAR && !(out.z = compressor(o->compression, &out.blob, err)))
+		rc = -1;
+	/* Names are bytes on Linux: store them as they are, whatever the
+	 * locale, instead of failing to convert them to UTF-8. */
+	else if (!out.tar_h || !p.a || !p.links || archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
+		 archive_write_set_format_option(p.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+		 archive_write_open(p.a, &out, NULL, layer_write, NULL) != ARCHIVE_OK)
+		rc = kiwi_error(err, ENOMEM, "pack", "cannot start the layer archive");
+	if (rc == 0) {
+		archive_entry_linkresolver_set_strategy(p.links, archive_format(p.a));
+		rc = pack_trees(&p, trees, n);
+	}
+	if (rc == 0 && archive_write_close(p.a) != ARCHIVE_OK)
+		rc = archive_fail(&p, "cannot finish");
+	if (rc == 0 && out.z && archive_write_close(out.z) != ARCHIVE_OK)
+		rc = kiwi_error(err, EIO, "pack", "cannot compress: %s", archive_error_string(out.z));
+	archive_write_free(p.a);
+	archive_write_free(out.z);
+	archive_entry_linkresolver_free(p.links);
+	if (rc == 0)
+		kiwi_hasher_final(out.tar_h, diff_id);
+	kiwi_hasher_free(out.tar_h);
 	if (rc < 0) {
 		blob_abort(&b);
 		return -1;
 	}
-	return blob_commit(&b, out, err);
+	return blob_commit(&b, layer, err);
 }
 
-static void emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)
+void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)
 {
 	kiwi_jw_key(w, "mediaType");
 	kiwi_jw_string(w, media_type);
@@ -423,14 +540,14 @@ static void emit_config(kiwi_json_writer *w, const struct kiwi_pack_opts *o, con
 	kiwi_jw_close_object(w);
 }
 
-static const char *layer_media_type(enum kiwi_layer_compression c)
+const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c)
 {
 	return c == KIWI_LAYER_GZIP ? "application/vnd.oci.image.layer.v1.tar+gzip"
 	       : c == KIWI_LAYER_ZSTD ? "application/vnd.oci.image.layer.v1.tar+zstd"
 				      : "application/vnd.oci.image.layer.v1.tar";
 }
 
-static int store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err)
+int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err)
 {
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
@@ -438,7 +555,7 @@ static int store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor 
 }
 
 /* Rewrites index.json with every entry but the one tagged tag, then ours. */
-static int update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
+int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
 			const char *os, const char *arch, kiwi_err *err)
 {
 	_cleanup_json_ kiwi_json *old = NULL;
@@ -469,7 +586,7 @@ static int update_index(int layout_fd, const char *tag, const struct kiwi_descri
 			kiwi_jw_value(w, e);
 	}
 	kiwi_jw_open_object(w);
-	emit_descriptor(w, "application/vnd.oci.image.manifest.v1+json", m);
+	kiwi_oci_emit_descriptor(w, "application/vnd.oci.image.manifest.v1+json", m);
 	kiwi_jw_key(w, "platform");
 	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "architecture");
@@ -497,7 +614,7 @@ static int update_index(int layout_fd, const char *tag, const struct kiwi_descri
 	return 0;
 }
 
-static int prepare_layout(const char *path, bool *created, kiwi_err *err)
+int kiwi_oci_prepare_layout(const char *path, bool *created, kiwi_err *err)
 {
 	*created = mkdir(path, 0755) == 0;
 	if (!*created && errno != EEXIST)
@@ -538,23 +655,20 @@ static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct ki
 	if (!slash || !slash[1] || slash == plat)
 		return kiwi_error(err, EINVAL, "pack", "platform `%s` is not os/arch", plat);
 	*slash = '\0';
-	struct kiwi_descriptor tar = { 0 }, layer = { 0 }, config = { 0 }, manifest = { 0 };
-	if (write_tar(dir_fd, blobs_fd, o, &tar, err) < 0)
+	struct kiwi_descriptor layer = { 0 }, config = { 0 }, manifest = { 0 };
+	char diff_id[KIWI_DIGEST_MAX];
+	const struct kiwi_layer_tree tree = { .dir_fd = dir_fd, .prefix = "" };
+	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .reproducible = o->reproducible };
+	if (kiwi_oci_write_layer(blobs_fd, &tree, 1, &wo, &layer, diff_id, err) < 0)
 		return -1;
-	if (o->compression == KIWI_LAYER_TAR)
-		layer = tar;
-	else if (compress_blob(blobs_fd, &tar, o->compression, &layer, err) < 0)
-		return -1;
-	else
-		unlinkat(blobs_fd, strchr(tar.digest, ':') + 1, 0);
 	char created[40];
 	format_created(o, created, sizeof(created));
 	_cleanup_jw_ kiwi_json_writer *cw = kiwi_jw_new(false);
 	_cleanup_jw_ kiwi_json_writer *mw = kiwi_jw_new(false);
 	if (!cw || !mw)
 		return kiwi_error(err, ENOMEM, "pack", "out of memory");
-	emit_config(cw, o, plat, slash + 1, created, tar.digest);
-	if (store_json(blobs_fd, cw, &config, err) < 0)
+	emit_config(cw, o, plat, slash + 1, created, diff_id);
+	if (kiwi_oci_store_json(blobs_fd, cw, &config, err) < 0)
 		return -1;
 	kiwi_jw_open_object(mw);
 	kiwi_jw_key(mw, "schemaVersion");
@@ -563,17 +677,17 @@ static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct ki
 	kiwi_jw_string(mw, "application/vnd.oci.image.manifest.v1+json");
 	kiwi_jw_key(mw, "config");
 	kiwi_jw_open_object(mw);
-	emit_descriptor(mw, "application/vnd.oci.image.config.v1+json", &config);
+	kiwi_oci_emit_descriptor(mw, "application/vnd.oci.image.config.v1+json", &config);
 	kiwi_jw_close_object(mw);
 	kiwi_jw_key(mw, "layers");
 	kiwi_jw_open_array(mw);
 	kiwi_jw_open_object(mw);
-	emit_descriptor(mw, layer_media_type(o->compression), &layer);
+	kiwi_oci_emit_descriptor(mw, kiwi_oci_layer_media_type(o->compression), &layer);
 	kiwi_jw_close_object(mw);
 	kiwi_jw_close_array(mw);
 	kiwi_jw_close_object(mw);
-	if (store_json(blobs_fd, mw, &manifest, err) < 0 ||
-	    update_index(layout_fd, tag, &manifest, plat, slash + 1, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, mw, &manifest, err) < 0 ||
+	    kiwi_oci_update_index(layout_fd, tag, &manifest, plat, slash + 1, err) < 0)
 		return -1;
 	if (digest_out)
 		memcpy(digest_out, manifest.digest, KIWI_DIGEST_MAX);
@@ -594,7 +708,7 @@ int kiwi_image_pack(const char *dir, const char *ref, const struct kiwi_pack_opt
 		return kiwi_error(err, EINVAL, "pack", "`%s`: pack takes a tag, not a digest", ref);
 	}
 	bool created;
-	int layout_fd = prepare_layout(r.path, &created, err);
+	int layout_fd = kiwi_oci_prepare_layout(r.path, &created, err);
 	int rc = layout_fd < 0 ? -1 : pack_into(dir_fd, layout_fd, r.tag ? r.tag : "latest", o, digest_out, err);
 	if (layout_fd >= 0)
 		close(layout_fd);

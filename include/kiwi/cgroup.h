@@ -126,6 +126,9 @@ const char *kiwi_cgroup_path(const struct kiwi_cgroup *cg);   /* absolute path o
 /* The path inside the unified hierarchy ("/kiwi.slice/kiwi-..."), for the verdict. */
 const char *kiwi_cgroup_name(const struct kiwi_cgroup *cg);
 int kiwi_cgroup_kill(struct kiwi_cgroup *cg, kiwi_err *err);   /* cgroup.kill=1 */
+/* cgroup.freeze: with frozen, returns once every task of the cgroup has
+ * stopped (or fails, thawed again, when they do not within 2 s). */
+int kiwi_cgroup_freeze(struct kiwi_cgroup *cg, bool frozen, kiwi_err *err);
 
 struct kiwi_cgroup_stats {
 	bool oom_killed; uint64_t oom_kills;          /* memory.events oom_kill (and oom_group_kill) */

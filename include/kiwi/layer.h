@@ -46,6 +46,16 @@ struct kiwi_extract_opts {
 	bool plain;                /* a plain tar (oci-archive): no whiteouts */
 	kiwi_extract_progress progress; /* called every few MiB, may be NULL */
 	void *progress_arg;
+	/* Into an overlayfs upper directory (a session's restore,
+	 * kiwi/fslayer.h): a whiteout becomes a 0:0 character device and an
+	 * opaque marker its directory's user.overlay.opaque=y, where an
+	 * unpack removes what lower layers put there; overlayfs's own
+	 * xattrs in the layer are never restored. */
+	bool overlay;
+	/* Only the entries at or below this path, moved to the root (NULL: all). */
+	const char *only;
+	/* Entries at or below these paths are passed over (NULL-terminated). */
+	const char *const *skip;
 	/* Checked before each entry: a signal handler sets it to stop early
 	 * (the caller then removes the scratch directory). May be NULL. */
 	const volatile int *cancel;

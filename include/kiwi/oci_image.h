@@ -152,6 +152,54 @@ struct kiwi_pack_opts {
 int kiwi_image_pack(const char *dir, const char *ref, const struct kiwi_pack_opts *o,
 		    char *digest_out, kiwi_err *err);
 
+/* ---- snapshots: overlay upper directories as one more layer ---- */
+
+/* One line of an id map (/proc/PID/uid_map): inside, outside, count. */
+struct kiwi_id_range {
+	int64_t inside, outside, count;
+};
+
+/* The ids the image gets for the host's: a rootless session's files are
+ * its owner's on the host and root's inside. */
+struct kiwi_idmap {
+	const struct kiwi_id_range *uids, *gids;
+	size_t n_uids, n_gids;
+};
+
+/* A directory placed in a layer at prefix ("" for the root). */
+struct kiwi_layer_tree {
+	int dir_fd;
+	const char *prefix;
+};
+
+/* The manifest annotation that says what a snapshot goes on: "image" (its
+ * config lists the base's layers, then the snapshot's), or "rootfs" (the
+ * layer alone, over the --rootfs DIR given to `session create --from`). */
+#define KIWI_SNAPSHOT_BASE_ANNOTATION "run.kiwi.snapshot.base"
+
+struct kiwi_snapshot_opts {
+	const struct kiwi_layer_tree *trees;  /* overlayfs upper directories, read through these fds only */
+	size_t n_trees;
+	const struct kiwi_idmap *ids;         /* NULL: ids as they are */
+	const char *base;                     /* the image below (a reference); NULL: the layer alone */
+	enum kiwi_layer_compression compression;
+};
+
+struct kiwi_snapshot_result {
+	struct kiwi_descriptor layer;         /* media_type NULL */
+	char diff_id[KIWI_DIGEST_MAX];
+	char manifest[KIWI_DIGEST_MAX];
+};
+
+/* Writes the trees as one layer (an overlay whiteout, a 0:0 character
+ * device, becomes .wh.NAME, an opaque directory .wh..wh..opq; overlayfs's
+ * own xattrs are dropped; owners, modes, other xattrs and hardlinks are
+ * kept) into the layout at ref's path (made if missing), on top of base's
+ * layers and config, tagged with ref's tag. A layout this call made is
+ * removed on failure; the blobs of one it did not are left for gc. */
+int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,
+			kiwi_err *err);
+
 /* Describes an image as JSON: manifest, config, layers, sizes. */
 int kiwi_image_describe(const struct kiwi_image *img, kiwi_json_writer *w, kiwi_err *err);
 

@@ -134,6 +134,12 @@ struct kiwi_sandbox_config {
 
 	/* NULL: a run. Else a session: argv is not run. */
 	struct kiwi_session_hooks *session;
+	/* `session create --from`: fills an upper directory of the writable
+	 * layer (kiwi/fslayer.h), in the sandbox before its overlay is
+	 * mounted: dest is "" for the root's, a layered bind's destination
+	 * for its. NULL: nothing to restore. */
+	int (*restore)(void *arg, int upper, const char *dest, kiwi_err *err);
+	void *restore_arg;
 };
 
 struct kiwi_sandbox_result {

@@ -1022,9 +1022,11 @@ int kiwi_cgroup_kill(struct kiwi_cgroup *cg, kiwi_err *err)
 	return kill_fd(cg->fd, cg->path, err);
 }
 
-/* Waits until cgroup.events says "populated 0": the kernel notifies the
- * file (POLLPRI) on every change, so no busy loop. */
-static int wait_empty(int dirfd, const char *shown, kiwi_err *err)
+/* Waits until cgroup.events says key is want ("populated 0", "frozen 1"):
+ * the kernel notifies the file (POLLPRI) on every change, so no busy loop.
+ * 1 once it does, 0 when timeout_ms passed first. */
+static int wait_events(int dirfd, const char *shown, const char *key, uint64_t want, long timeout_ms,
+		       kiwi_err *err)
 {
 	_cleanup_close_ int fd = openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -1033,25 +1035,49 @@ static int wait_empty(int dirfd, const char *shown, kiwi_err *err)
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		char text[256];
-		uint64_t populated = 1;
+		uint64_t value = !want;
 		ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
 		if (n < 0)
 			return kiwi_error(err, errno, "cgroup", "cannot read `%s/cgroup.events`", shown);
 		text[n] = '\0';
-		if (kiwi_cgroup_keyed(text, "populated", &populated) && populated == 0)
-			return 0;
+		if (kiwi_cgroup_keyed(text, key, &value) && value == want)
+			return 1;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		long left = KIWI_CG_EMPTY_TIMEOUT_MS - ((now.tv_sec - start.tv_sec) * 1000 +
-							(now.tv_nsec - start.tv_nsec) / 1000000);
+		long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
 		if (left <= 0)
-			return kiwi_error(err, ETIMEDOUT, "cgroup",
-					  "`%s` still has processes %d s after cgroup.kill", shown,
-					  KIWI_CG_EMPTY_TIMEOUT_MS / 1000);
+			return 0;
 		struct pollfd pfd = { .fd = fd, .events = POLLPRI };
 		/* Short slices too, in case a notification slips between read and poll. */
 		if (poll(&pfd, 1, left < 100 ? (int)left : 100) < 0 && errno != EINTR)
 			return kiwi_error(err, errno, "cgroup", "poll on `%s/cgroup.events`", shown);
 	}
+}
+
+static int wait_empty(int dirfd, const char *shown, kiwi_err *err)
+{
+	int r = wait_events(dirfd, shown, "populated", 0, KIWI_CG_EMPTY_TIMEOUT_MS, err);
+	if (r == 0)
+		return kiwi_error(err, ETIMEDOUT, "cgroup", "`%s` still has processes %d s after cgroup.kill", shown,
+				  KIWI_CG_EMPTY_TIMEOUT_MS / 1000);
+	return r < 0 ? -1 : 0;
+}
+
+/* A freeze waits this long for every task to stop (a task in an
+ * uninterruptible sleep stops only when it wakes). */
+#define KIWI_CG_FREEZE_TIMEOUT_MS 2000
+
+int kiwi_cgroup_freeze(struct kiwi_cgroup *cg, bool frozen, kiwi_err *err)
+{
+	if (write_at(cg->fd, cg->path, "cgroup.freeze", frozen ? "1" : "0", err) < 0)
+		return -1;
+	if (!frozen)
+		return 0;
+	int r = wait_events(cg->fd, cg->path, "frozen", 1, KIWI_CG_FREEZE_TIMEOUT_MS, err);
+	if (r > 0)
+		return 0;
+	write_raw(cg->fd, "cgroup.freeze", "0");
+	return r < 0 ? -1 : kiwi_error(err, ETIMEDOUT, "cgroup", "`%s` did not freeze within %d ms", cg->path,
+				       KIWI_CG_FREEZE_TIMEOUT_MS);
 }
 
 /* Removes the cgroups the sandbox made below dirfd, deepest first. */

@@ -283,8 +283,9 @@ static int mount_dev(int rootfd, int shm, kiwi_err *err)
 /* A layered bind: an overlay of the source with its upper directory in the
  * layer, so that its writes count against the one bound and reach the host
  * only when kiwi-run lands them. */
-static int layered_tree(int layer, size_t index, const char *source, kiwi_err *err)
+static int layered_tree(const struct kiwi_sandbox_config *cfg, int layer, size_t index, kiwi_err *err)
 {
+	const char *source = cfg->binds[index].source;
 	char name[32];
 	snprintf(name, sizeof(name), "bind%zu", index);
 	_cleanup_close_ int lower = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -293,16 +294,17 @@ static int layered_tree(int layer, size_t index, const char *source, kiwi_err *e
 				  source);
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, name, &work, err);
-	if (upper < 0)
+	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, cfg->binds[index].dest, err) < 0))
 		return -1;
 	return kiwi_fslayer_overlay(upper, work, lower, err);
 }
 
 /* layer: -1 when layered binds are bound in place (kiwi_fslayer_holds_xattrs). */
-static int mount_bind(int rootfd, int layer, size_t index, const struct kiwi_bind *b, kiwi_err *err)
+static int mount_bind(const struct kiwi_sandbox_config *cfg, int rootfd, int layer, size_t index, kiwi_err *err)
 {
+	const struct kiwi_bind *b = &cfg->binds[index];
 	_cleanup_close_ int tree = b->layered && !b->read_only && layer >= 0
-		? layered_tree(layer, index, b->source, err)
+		? layered_tree(cfg, layer, index, err)
 		: open_tree(AT_FDCWD, b->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (tree < 0 && err->step[0])
 		return -1;
@@ -533,7 +535,8 @@ static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, int dirfd, 
 {
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, "root", &work, err);
-	if (upper < 0 || prepare_mount_points(cfg, dirfd, upper, err) < 0)
+	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, "", err) < 0) ||
+	    prepare_mount_points(cfg, dirfd, upper, err) < 0)
 		return -1;
 	_cleanup_close_ int rootfd = kiwi_fslayer_overlay(upper, work, dirfd, err);
 	if (rootfd < 0 || attach(rootfd, layer, "", "the rootfs", err) < 0)
@@ -574,7 +577,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiw
 		return kiwi_error(err, EOPNOTSUPP, "workspace", "cannot discard the workspace's changes: this "
 				  "kernel's tmpfs holds no user xattrs (Linux 6.6), so it is bound in place");
 	for (size_t i = 0; i < cfg->n_binds; i++)
-		if (mount_bind(rootfd, for_binds, i, &cfg->binds[i], err) < 0)
+		if (mount_bind(cfg, rootfd, for_binds, i, err) < 0)
 			return -1;
 	if (kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
 			     err) < 0)

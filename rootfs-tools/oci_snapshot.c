@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Session snapshots (kiwi-run-session(1)): a sandbox's overlay upper
+ * directories as one more layer of an OCI image (kiwi/oci_image.h). */
+#include "kiwi/cleanup.h"
+#include "kiwi/oci_image.h"
+#include "oci_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* blobs/<alg>/<hex> of a checked digest. */
+static void blob_path(const char *digest, char *out, size_t len)
+{
+	const char *colon = strchr(digest, ':');
+	snprintf(out, len, "blobs/%.*s/%s", (int)(colon - digest), digest, colon + 1);
+}
+
+static int copy_fd(int in, int out)
+{
+	for (;;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (n == 0)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+	}
+}
+
+/* A base layer's blob in the new layout: already there, linked (one
+ * filesystem), or copied beside its name and renamed into place. The
+ * base was checked when the session was made from it; a restore checks
+ * every blob again. */
+static int copy_blob(int from, int to, const char *digest, kiwi_err *err)
+{
+	char path[KIWI_DIGEST_MAX + 16], tmp[KIWI_DIGEST_MAX + 32];
+	blob_path(digest, path, sizeof(path));
+	struct stat st;
+	if (fstatat(to, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || linkat(from, path, to, path, 0) == 0)
+		return 0;
+	char dir[64];
+	snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(strchr(digest, ':') - digest), digest);
+	if (mkdirat(to, dir, 0755) < 0 && errno != EEXIST)
+		return kiwi_error(err, errno, "snapshot", "cannot make `%s` in the layout", dir);
+	_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
+	if (in < 0)
+		return kiwi_error_wrap(err, "the base image");
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, getpid());
+	_cleanup_close_ int out = openat(to, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (out < 0 || copy_fd(in, out) < 0 || fsync(out) < 0 || renameat(to, tmp, to, path) < 0) {
+		int e = errno;
+		unlinkat(to, tmp, 0);
+		return kiwi_error(err, e, "snapshot", "cannot copy the base's blob %s", digest);
+	}
+	return 0;
+}
+
+static void emit_history_entry(kiwi_json_writer *w, const char *created)
+{
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "created");
+	kiwi_jw_string(w, created);
+	kiwi_jw_key(w, "created_by");
+	kiwi_jw_string(w, "kiwi-run session snapshot");
+	kiwi_jw_close_object(w);
+}
+
+/* The base's config (everything it says, kept), its diff_ids and history
+ * with the snapshot's appended; without a base, a config of the layer
+ * alone. */
+static void emit_config(kiwi_json_writer *w, const kiwi_json *base, const struct kiwi_image *img,
+			const char *diff_id, const char *created)
+{
+	kiwi_jw_open_object(w);
+	for (size_t i = 0; i < kiwi_json_len(base); i++) {
+		const char *key = kiwi_json_key_at(base, i);
+		if (key && strcmp(key, "rootfs") && strcmp(key, "history")) {
+			kiwi_jw_key(w, key);
+			kiwi_jw_value(w, kiwi_json_at(base, i));
+		}
+	}
+	if (!base) {
+		kiwi_jw_key(w, "created");
+		kiwi_jw_string(w, created);
+		kiwi_jw_key(w, "architecture");
+		kiwi_jw_string(w, strchr(KIWI_OCI_DEFAULT_PLATFORM, '/') + 1);
+		kiwi_jw_key(w, "os");
+		kiwi_jw_string(w, "linux");
+		kiwi_jw_key(w, "config");
+		kiwi_jw_open_object(w);
+		kiwi_jw_close_object(w);
+	}
+	kiwi_jw_key(w, "rootfs");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "type");
+	kiwi_jw_string(w, "layers");
+	kiwi_jw_key(w, "diff_ids");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; img && i < img->n_layers; i++)
+		kiwi_jw_string(w, img->diff_ids[i]);
+	kiwi_jw_string(w, diff_id);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "history");
+	kiwi_jw_open_array(w);
+	const kiwi_json *h = kiwi_json_get(base, "history");
+	for (size_t i = 0; i < kiwi_json_len(h) && kiwi_json_type_of(h) == KIWI_JSON_ARRAY; i++)
+		kiwi_jw_value(w, kiwi_json_at(h, i));
+	emit_history_entry(w, created);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+}
+
+static void emit_manifest(kiwi_json_writer *w, const struct kiwi_image *img, const struct kiwi_descriptor *config,
+			  const struct kiwi_snapshot_opts *o, const struct kiwi_descriptor *layer)
+{
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "schemaVersion");
+	kiwi_jw_int(w, 2);
+	kiwi_jw_key(w, "mediaType");
+	kiwi_jw_string(w, "application/vnd.oci.image.manifest.v1+json");
+	kiwi_jw_key(w, "config");
+	kiwi_jw_open_object(w);
+	kiwi_oci_emit_descriptor(w, "application/vnd.oci.image.config.v1+json", config);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "layers");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; img && i < img->n_layers; i++) {
+		kiwi_jw_open_object(w);
+		kiwi_oci_emit_descriptor(w, img->layers[i].media_type, &img->layers[i]);
+		kiwi_jw_close_object(w);
+	}
+	kiwi_jw_open_object(w);
+	kiwi_oci_emit_descriptor(w, kiwi_oci_layer_media_type(o->compression), layer);
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_array(w);
+	kiwi_jw_key(w, "annotations");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, KIWI_SNAPSHOT_BASE_ANNOTATION);
+	kiwi_jw_string(w, img ? "image" : "rootfs");
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_object(w);
+}
+
+static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snapshot_opts *o,
+			 const struct kiwi_layout *base_l, const struct kiwi_image *img,
+			 struct kiwi_snapshot_result *out, kiwi_err *err)
+{
+	_cleanup_close_ int blobs_fd = openat(layout_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (blobs_fd < 0)
+		return kiwi_error(err, errno, "snapshot", "cannot open blobs/sha256");
+	for (size_t i = 0; img && i < img->n_layers; i++)
+		if (copy_blob(base_l->fd, layout_fd, img->layers[i].digest, err) < 0)
+			return -1;
+	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids };
+	if (kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err) < 0)
+		return -1;
+	_cleanup_json_ kiwi_json *base = NULL;
+	if (img && !(base = kiwi_json_parse(img->config_json, strlen(img->config_json), err)))
+		return kiwi_error_wrap(err, "the base image's config");
+	char created[40];
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	_cleanup_jw_ kiwi_json_writer *cw = kiwi_jw_new(false);
+	_cleanup_jw_ kiwi_json_writer *mw = kiwi_jw_new(false);
+	struct kiwi_descriptor config = { 0 }, manifest = { 0 };
+	if (!cw || !mw)
+		return kiwi_error(err, ENOMEM, "snapshot", "out of memory");
+	emit_config(cw, base, img, out->diff_id, created);
+	if (kiwi_oci_store_json(blobs_fd, cw, &config, err) < 0)
+		return -1;
+	emit_manifest(mw, img, &config, o, &out->layer);
+	const char *os = img && img->config.os ? img->config.os : "linux";
+	const char *arch = img && img->config.architecture ? img->config.architecture
+							   : strchr(KIWI_OCI_DEFAULT_PLATFORM, '/') + 1;
+	if (kiwi_oci_store_json(blobs_fd, mw, &manifest, err) < 0 ||
+	    kiwi_oci_update_index(layout_fd, tag, &manifest, os, arch, err) < 0)
+		return -1;
+	memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
+	return 0;
+}
+
+int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,
+			kiwi_err *err)
+{
+	struct kiwi_image_ref r;
+	if (kiwi_image_ref_parse(ref, &r, err) < 0)
+		return -1;
+	int rc = -1;
+	struct kiwi_layout base_l = { .fd = -1 };
+	struct kiwi_image img = { 0 };
+	const struct kiwi_unpack_opts uo = { 0 };
+	bool created = false;
+	int layout_fd = -1;
+	if (r.digest)
+		kiwi_error(err, EINVAL, "snapshot", "`%s`: a snapshot takes a tag, not a digest", ref);
+	else if (!o->base || kiwi_oci_open_ref(o->base, &uo, &base_l, &img, err) == 0)
+		layout_fd = kiwi_oci_prepare_layout(r.path, &created, err);
+	if (layout_fd >= 0)
+		rc = snapshot_into(layout_fd, r.tag ? r.tag : "latest", o, &base_l, o->base ? &img : NULL, out, err);
+	if (layout_fd >= 0)
+		close(layout_fd);
+	if (rc < 0 && created) {
+		kiwi_err ignored;
+		kiwi_remove_tree_at(AT_FDCWD, r.path, &ignored);
+	}
+	if (o->base && base_l.fd >= 0) {
+		kiwi_image_clear(&img);
+		kiwi_layout_close(&base_l);
+	}
+	kiwi_image_ref_clear(&r);
+	return rc;
+}
