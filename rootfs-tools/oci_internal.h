@@ -29,7 +29,7 @@ struct kiwi_layer_write_opts {
 	enum kiwi_layer_compression compression;
 	bool reproducible;             /* fixed mtimes (SOURCE_DATE_EPOCH or 0) */
 	bool upper;                    /* the trees are overlayfs upper directories */
-	const struct kiwi_idmap *ids;  /* NULL: ids as they are */
+	const struct kiwi_image_idmap *ids;  /* NULL: ids as they are */
 };
 
 /* Writes the trees as one layer into blobs_fd in one pass: *layer is the

@@ -48,7 +48,7 @@ struct packer {
 	struct archive_entry_linkresolver *links;
 	bool reproducible;
 	bool upper;               /* overlayfs upper directories (kiwi_image_snapshot) */
-	const struct kiwi_idmap *ids;  /* host ids -> the image's; NULL: as they are */
+	const struct kiwi_image_idmap *ids;  /* host ids -> the image's; NULL: as they are */
 	time_t epoch;
 	char path[PATH_MAX];
 	kiwi_err *err;

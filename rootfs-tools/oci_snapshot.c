@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -216,5 +217,102 @@ int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, str
 		kiwi_layout_close(&base_l);
 	}
 	kiwi_image_ref_clear(&r);
+	return rc;
+}
+
+/* ---- restoring ---- */
+
+/* Which kind of snapshot the manifest says img is, or NULL: none of ours. */
+static const char *snapshot_base(const struct kiwi_image *img)
+{
+	_cleanup_json_ kiwi_json *m = kiwi_json_parse(img->manifest_json, strlen(img->manifest_json), NULL);
+	const char *base = kiwi_json_string(kiwi_json_get(kiwi_json_get(m, "annotations"),
+							  KIWI_SNAPSHOT_BASE_ANNOTATION));
+	return !base ? NULL : !strcmp(base, "image") ? "image" : !strcmp(base, "rootfs") ? "rootfs" : NULL;
+}
+
+static int check_blob(int blob, const struct kiwi_descriptor *d, kiwi_err *err)
+{
+	enum kiwi_digest_alg alg;
+	if (kiwi_digest_parse(d->digest, &alg, NULL, err) < 0)
+		return -1;
+	_cleanup_hasher_ kiwi_hasher *h = kiwi_hasher_new(alg);
+	_cleanup_free_ char *buf = malloc(1 << 20);
+	if (!h || !buf)
+		return kiwi_error(err, ENOMEM, "snapshot", "out of memory");
+	for (;;) {
+		ssize_t n = read(blob, buf, 1 << 20);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return kiwi_error(err, errno, "snapshot", "cannot read the layer %s", d->digest);
+		if (n == 0)
+			break;
+		kiwi_hasher_update(h, buf, (size_t)n);
+	}
+	return kiwi_blob_check(h, d->digest, d->size, err);
+}
+
+/* Opens ref, a snapshot: *base its kind, *blob its last layer's blob. */
+static int open_snapshot(const char *ref, struct kiwi_layout *l, struct kiwi_image *img, const char **base,
+			 int *blob, kiwi_err *err)
+{
+	const struct kiwi_unpack_opts uo = { 0 };
+	if (kiwi_oci_open_ref(ref, &uo, l, img, err) < 0)
+		return -1;
+	*base = snapshot_base(img);
+	if (!*base || !img->n_layers) {
+		kiwi_image_clear(img);
+		kiwi_layout_close(l);
+		return kiwi_error(err, EINVAL, "snapshot", "`%s` is no snapshot of a kiwi-run session", ref);
+	}
+	*blob = kiwi_blob_open(l->fd, img->layers[img->n_layers - 1].digest, err);
+	if (*blob < 0) {
+		kiwi_image_clear(img);
+		kiwi_layout_close(l);
+		return kiwi_error_wrap(err, "snapshot `%s`", ref);
+	}
+	return 0;
+}
+
+int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err)
+{
+	struct kiwi_layout l;
+	struct kiwi_image img = { 0 };
+	_cleanup_close_ int blob = -1;
+	if (open_snapshot(ref, &l, &img, base, &blob, err) < 0)
+		return -1;
+	int rc = check_blob(blob, &img.layers[img.n_layers - 1], err);
+	if (rc < 0)
+		kiwi_error_wrap(err, "snapshot `%s`", ref);
+	kiwi_image_clear(&img);
+	kiwi_layout_close(&l);
+	return rc;
+}
+
+int kiwi_image_snapshot_restore(const char *ref, int upper_fd, const char *only, const char *const *skip,
+				kiwi_err *err)
+{
+	struct kiwi_layout l;
+	struct kiwi_image img = { 0 };
+	const char *base;
+	_cleanup_close_ int blob = -1;
+	if (open_snapshot(ref, &l, &img, &base, &blob, err) < 0)
+		return -1;
+	const struct kiwi_descriptor *d = &img.layers[img.n_layers - 1];
+	const struct kiwi_extract_opts o = { .overlay = true, .only = only, .skip = skip };
+	kiwi_extract *x = kiwi_extract_new(upper_fd, &o);
+	int comp = kiwi_layer_compression_of(d->media_type);
+	char label[96];
+	snprintf(label, sizeof(label), "snapshot layer %.19s", d->digest);
+	int rc = !x ? kiwi_error(err, ENOMEM, "snapshot", "out of memory")
+	       : comp < 0 ? kiwi_error(err, EINVAL, "snapshot", "unknown layer type `%s`", d->media_type)
+	       : kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)comp, d->digest, d->size,
+				    img.diff_ids[img.n_layers - 1], label, err);
+	if (rc == 0)
+		rc = kiwi_extract_finish(x, err);
+	kiwi_extract_free(x);
+	kiwi_image_clear(&img);
+	kiwi_layout_close(&l);
 	return rc;
 }

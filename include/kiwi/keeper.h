@@ -38,6 +38,7 @@ enum kiwi_exec_type {
 	KIWI_EXEC_KILL,
 	KIWI_EXEC_EXIT,
 	KIWI_EXEC_PTY,            /* leader -> client, before READY with KIWI_EXEC_TTY: the master */
+	KIWI_EXEC_SNAPSHOT,       /* supervisor -> snapshot client: the writable layer (kiwi/session.h) */
 };
 
 #define KIWI_EXEC_KEEP_BACKGROUND 1u   /* REQUEST: leave what the command started running */

@@ -161,7 +161,7 @@ struct kiwi_id_range {
 
 /* The ids the image gets for the host's: a rootless session's files are
  * its owner's on the host and root's inside. */
-struct kiwi_idmap {
+struct kiwi_image_idmap {
 	const struct kiwi_id_range *uids, *gids;
 	size_t n_uids, n_gids;
 };
@@ -180,7 +180,7 @@ struct kiwi_layer_tree {
 struct kiwi_snapshot_opts {
 	const struct kiwi_layer_tree *trees;  /* overlayfs upper directories, read through these fds only */
 	size_t n_trees;
-	const struct kiwi_idmap *ids;         /* NULL: ids as they are */
+	const struct kiwi_image_idmap *ids;         /* NULL: ids as they are */
 	const char *base;                     /* the image below (a reference); NULL: the layer alone */
 	enum kiwi_layer_compression compression;
 };
@@ -199,6 +199,15 @@ struct kiwi_snapshot_result {
  * removed on failure; the blobs of one it did not are left for gc. */
 int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,
 			kiwi_err *err);
+
+/* Checks that ref is a snapshot and its layer's blob has its digest;
+ * *base gets its kind ("image", "rootfs"). */
+int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err);
+/* Applies ref's snapshot layer (checked as it is read) to upper_fd, an
+ * overlayfs upper directory, in overlayfs's form (kiwi_extract_opts'
+ * overlay): only the entries below only (NULL: all) but those below skip. */
+int kiwi_image_snapshot_restore(const char *ref, int upper_fd, const char *only, const char *const *skip,
+				kiwi_err *err);
 
 /* Describes an image as JSON: manifest, config, layers, sizes. */
 int kiwi_image_describe(const struct kiwi_image *img, kiwi_json_writer *w, kiwi_err *err);

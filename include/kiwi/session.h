@@ -53,6 +53,36 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 int kiwi_session_copy(const struct kiwi_registry_entry *e, bool in, const char *inside, int fd, mode_t mode,
 		      kiwi_err *err);
 
+/* ---- snapshot (src/session/snapshot.c) ---- */
+
+#define KIWI_SNAPSHOT_MAX_TREES 8
+
+/* What a snapshot reads: the session's writable layer and, in it, the
+ * upper directories ("root", "bind0"...) with where each goes in the
+ * image ("" for the root, "workspace"). */
+struct kiwi_snapshot_source {
+	const char *image;        /* the session's image reference; NULL: made from --rootfs */
+	const char *names[KIWI_SNAPSHOT_MAX_TREES];
+	const char *dests[KIWI_SNAPSHOT_MAX_TREES];
+	size_t n;
+};
+
+/* Supervisor side, for the 's' client conn: freezes the session's cgroup
+ * where there is one (cgroup.freeze), sends the layer's fd and src, and,
+ * frozen, waits for the client to finish (or die) before thawing. */
+void kiwi_session_serve_snapshot(int conn, int layer, struct kiwi_cgroup *cg, const struct kiwi_snapshot_source *src);
+
+/* Client side: the supervisor's answer. The session stays frozen (when
+ * frozen) until kiwi_session_snapshot_end. */
+struct kiwi_session_snapshot {
+	int conn, layer;
+	bool frozen;
+	char *text;               /* holds src's strings */
+	struct kiwi_snapshot_source src;
+};
+int kiwi_session_snapshot_begin(const struct kiwi_registry_entry *e, struct kiwi_session_snapshot *s, kiwi_err *err);
+void kiwi_session_snapshot_end(struct kiwi_session_snapshot *s);
+
 /* What the supervisor checked once the session was gone, for `destroy`. */
 struct kiwi_session_evidence {
 	const char *reason;       /* what ended it */

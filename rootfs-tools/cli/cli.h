@@ -16,6 +16,9 @@ int cmd_unpack(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_snapshot_check(int argc, char **argv);
+int cmd_snapshot_restore(int argc, char **argv);
 
 /* Prints "kiwi-rootfs: <step>: <msg>: <strerror>" (and, in --json mode, an
  * error event on stdout); returns KIWI_EXIT_FAIL. */

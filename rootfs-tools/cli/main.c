@@ -20,6 +20,9 @@ static const struct {
 	{ "pack", cmd_pack, "pack DIR LAYOUT:TAG [--entrypoint ARG]... [--env K=V]..." },
 	{ "inspect", cmd_inspect, "inspect LAYOUT[:TAG|@DIGEST]" },
 	{ "gc", cmd_gc, "gc [--cache-dir DIR] [--older-than DAYS]" },
+	{ "snapshot", cmd_snapshot, "snapshot [--base REF] --tree FD:PREFIX... LAYOUT:TAG (kiwi-run's)" },
+	{ "snapshot-check", cmd_snapshot_check, "snapshot-check LAYOUT:TAG" },
+	{ "snapshot-restore", cmd_snapshot_restore, "snapshot-restore --upper FD [--only P|--skip P]... LAYOUT:TAG" },
 };
 
 int cli_fail(const kiwi_err *err)

@@ -5,6 +5,7 @@
  * destroy find it through the caller's registry. */
 #include "cli.h"
 #include "run.h"
+#include "session_snap.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/policy.h"
@@ -48,17 +49,20 @@ static int check_env_names(struct run_args *a)
 
 /* ---- create ------------------------------------------------------------ */
 
-enum { OPT_WORKSPACE = RUN_OPT_EXTRA, OPT_IDLE_TIMEOUT, OPT_MAX_LIFETIME, OPT_TTY, OPT_KEEP_BACKGROUND, OPT_PASS_ENV };
+enum { OPT_WORKSPACE = RUN_OPT_EXTRA, OPT_IDLE_TIMEOUT, OPT_MAX_LIFETIME, OPT_TTY, OPT_KEEP_BACKGROUND, OPT_PASS_ENV, OPT_FROM };
 
 struct create_opts {
 	const char *workspace;
 	uint64_t idle_ns, lifetime_ns;
+	struct session_from from;
+	char image_ref[4200];     /* --image, absolute, for snapshots; "" without one */
 };
 
 static const struct option create_options[] = {
 	{ "workspace", required_argument, NULL, OPT_WORKSPACE },
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "max-lifetime", required_argument, NULL, OPT_MAX_LIFETIME },
+	{ "from", required_argument, NULL, OPT_FROM },
 	{ 0 },
 };
 
@@ -70,6 +74,8 @@ static int take_create_option(void *ctx, struct run_args *a, int opt, const char
 		o->workspace = value;
 		return 0;
 	}
+	if (opt == OPT_FROM)
+		return session_from_take(&o->from, a, value);
 	if (kiwi_parse_duration(value, opt == OPT_IDLE_TIMEOUT ? "--idle-timeout" : "--max-lifetime",
 				opt == OPT_IDLE_TIMEOUT ? &o->idle_ns : &o->lifetime_ns, &e) < 0)
 		return kiwi_cli_usage_error(a->cmd, "%s", e.msg);
@@ -189,7 +195,25 @@ struct supervisor_ctx {
 	int ready_fd;
 	struct run_session *s;
 	uint64_t pidns, mntns;
+	const char *image_ref;    /* NULL: made from --rootfs */
 };
+
+/* `session snapshot`: the root's upper directory and each layered bind's. */
+static void supervisor_snapshot(void *ctx, int conn, int layer, struct kiwi_cgroup *cg)
+{
+	struct supervisor_ctx *c = ctx;
+	const struct kiwi_sandbox_config *cfg = &c->s->a.cfg;
+	struct kiwi_snapshot_source src = { .image = c->image_ref, .names = { "root" }, .dests = { "" }, .n = 1 };
+	char names[KIWI_SNAPSHOT_MAX_TREES][32];
+	for (size_t i = 0; i < cfg->n_binds && src.n < KIWI_SNAPSHOT_MAX_TREES; i++) {
+		if (!cfg->binds[i].layered || cfg->binds[i].read_only)
+			continue;
+		snprintf(names[src.n], sizeof(names[src.n]), "bind%zu", i);
+		src.names[src.n] = names[src.n];
+		src.dests[src.n++] = cfg->binds[i].dest;
+	}
+	kiwi_session_serve_snapshot(conn, layer, cg, &src);
+}
 
 static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 {
@@ -209,7 +233,7 @@ static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
  * the caller's, so `id=$(kiwi-run session create ...)` returns), it runs
  * the sandbox until the end, then answers a destroy with the evidence. */
 _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks *h, int ready_fd,
-				const char *sock_path)
+				const char *sock_path, const char *image_ref)
 {
 	setsid();
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -217,8 +241,9 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 		dup2(null, fd);
 	if (null > 2)
 		close(null);
-	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s };
+	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s, .image_ref = image_ref[0] ? image_ref : NULL };
 	h->ready = supervisor_ready;
+	h->snapshot = supervisor_snapshot;
 	h->ctx = &ctx;
 	s->a.cfg.session = h;
 	s->a.cfg.stdout_dest = s->a.cfg.stderr_dest = STDOUT_FILENO;
@@ -247,15 +272,21 @@ static int session_create(int argc, char **argv)
 		.options = create_options, .take = take_create_option, .ctx = &o,
 		.usage = "  --workspace DIR       bind DIR read-write at " WORKSPACE " and start execs there\n"
 			 "  --idle-timeout DUR    end the session when no exec has run for DUR\n"
-			 "  --max-lifetime DUR    end the session DUR after it was created\n\n",
+			 "  --max-lifetime DUR    end the session DUR after it was created\n"
+			 "  --from LAYOUT:TAG     restore a `session snapshot` (with --rootfs DIR when it was\n"
+			 "                        made from one)\n\n",
 	};
 	run_args_defaults(&s.a);
 	s.a.command_optional = true;
 	int r = run_args_parse(argc, argv, &s.a, &own);
+	if (r == 0 && (check_create_args(&s.a) != 0 || session_from_arm(&o.from, &s.a) != 0))
+		r = KIWI_EXIT_FAILED;
+	if (r == 0 && s.a.image && session_abs_ref(s.a.image, o.image_ref, sizeof(o.image_ref), &s.err) < 0) {
+		kiwi_cli_print_error(&s.err);
+		r = KIWI_EXIT_FAILED;
+	}
 	if (r != 0)
 		return r == -2 ? 0 : KIWI_EXIT_FAILED;
-	if (check_create_args(&s.a) != 0)
-		return KIWI_EXIT_FAILED;
 	if (o.workspace) {
 		/* In the session's layer, bounded by --disk; its changes land
 		 * on the host directory when the session ends (--workspace-mode). */
@@ -267,6 +298,9 @@ static int session_create(int argc, char **argv)
 			s.a.cfg.cwd = WORKSPACE;
 		s.a.cfg.binds = s.a.binds;
 	}
+	/* The image's command is no session's: an image without one is fine. */
+	static char *const no_command[] = { "(session)", NULL };
+	s.a.cfg.argv = no_command;
 	if (run_session_prepare(&s) < 0) {
 		kiwi_cli_print_error(&s.err);
 		return KIWI_EXIT_FAILED;
@@ -297,7 +331,7 @@ static int session_create(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(ready[0]);
-		supervise(&s, &h, ready[1], sock_path);
+		supervise(&s, &h, ready[1], sock_path, o.image_ref);
 	}
 	close(ready[1]);
 	close(h.listen_fd);
@@ -596,6 +630,8 @@ static void session_usage(FILE *out)
 		     "       kiwi-run session exec ID [--timeout DUR] [--verdict FILE] [--env K=V]\n"
 		     "                                [--pass-env NAME] [--tty] [--keep-background] -- CMD...\n"
 		     "       kiwi-run session cp HOST_FILE ID:/PATH   |   kiwi-run session cp ID:/PATH HOST_PATH\n"
+		     "       kiwi-run session snapshot ID LAYOUT:TAG\n"
+		     "       kiwi-run session create --from LAYOUT:TAG [--rootfs DIR] [RUN OPTIONS]...\n"
 		     "       kiwi-run session list [--json]\n"
 		     "       kiwi-run session destroy ID\n\n"
 		     "One sandbox across many commands. See kiwi-run-session(1).\n");
@@ -620,7 +656,9 @@ int kiwi_cmd_session(int argc, char **argv)
 		return session_destroy(argc - 1, argv + 1);
 	if (!strcmp(verb, "cp"))
 		return session_cp(argc - 1, argv + 1);
+	if (!strcmp(verb, "snapshot"))
+		return kiwi_cli_session_snapshot(argc - 1, argv + 1);
 	if (!strcmp(verb, "list"))
 		return kiwi_cli_list(argc - 1, argv + 1, true);
-	return kiwi_cli_usage_error("session", "unknown verb `%s`: create, exec, cp, list or destroy", verb);
+	return kiwi_cli_usage_error("session", "unknown verb `%s`: create, exec, cp, snapshot, list or destroy", verb);
 }

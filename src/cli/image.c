@@ -50,14 +50,16 @@ static int find_kiwi_rootfs(char *out, size_t len)
 	return -1;
 }
 
-/* Runs kiwi-rootfs unpack --cache --json and returns its last line. */
-static int unpack_into_cache(const char *ref, const char *cache_dir, char *line, size_t len,
-			     kiwi_err *err)
+int kiwi_cli_rootfs_run(const char *what, const char *const *args, const int *keep, size_t n_keep, char *line,
+			size_t len, kiwi_err *err)
 {
 	char tool[PATH_MAX];
 	if (find_kiwi_rootfs(tool, sizeof(tool)) < 0)
 		return kiwi_error(err, ENOENT, "image", "cannot find kiwi-rootfs next to kiwi-run "
 				  "(set KIWI_ROOTFS_BIN)");
+	const char *argv[96] = { tool };
+	for (size_t i = 0; args[i] && i + 2 < KIWI_ARRAY_SIZE(argv); i++)
+		argv[i + 1] = args[i];
 	/* stdout and stderr share the pipe: the last line is the result, or
 	 * the one line that says why there is none. */
 	int p[2];
@@ -67,12 +69,8 @@ static int unpack_into_cache(const char *ref, const char *cache_dir, char *line,
 	if (pid == 0) {
 		dup2(p[1], STDOUT_FILENO);
 		dup2(p[1], STDERR_FILENO);
-		const char *argv[] = { tool, "unpack", "--cache", "--json", ref, NULL, NULL, NULL };
-		if (cache_dir) {
-			argv[4] = "--cache-dir";
-			argv[5] = cache_dir;
-			argv[6] = ref;
-		}
+		for (size_t i = 0; i < n_keep; i++)
+			fcntl(keep[i], F_SETFD, 0);
 		execv(tool, (char *const *)argv);
 		_exit(127);
 	}
@@ -93,9 +91,9 @@ static int unpack_into_cache(const char *ref, const char *cache_dir, char *line,
 			break;
 		used += (size_t)n;
 		if (used == cap - 1) {
-			size_t keep = cap / 2;
-			memmove(out, out + used - keep, keep);
-			used = keep;
+			size_t keep_len = cap / 2;
+			memmove(out, out + used - keep_len, keep_len);
+			used = keep_len;
 		}
 	}
 	int status;
@@ -114,11 +112,25 @@ static int unpack_into_cache(const char *ref, const char *cache_dir, char *line,
 		const char *why = kiwi_json_string(kiwi_json_get(ev, "message"));
 		if (!why)
 			why = strncmp(last, "kiwi-rootfs: ", 13) ? last : last + 13;
-		return kiwi_error(err, 0, "image", "cannot unpack `%s`: %s", ref,
-				  *why ? why : "kiwi-rootfs failed");
+		return kiwi_error(err, 0, "image", "cannot %s: %s", what, *why ? why : "kiwi-rootfs failed");
 	}
 	snprintf(line, len, "%s", last);
 	return 0;
+}
+
+/* Runs kiwi-rootfs unpack --cache --json and returns its last line. */
+static int unpack_into_cache(const char *ref, const char *cache_dir, char *line, size_t len,
+			     kiwi_err *err)
+{
+	const char *args[] = { "unpack", "--cache", "--json", ref, NULL, NULL, NULL };
+	if (cache_dir) {
+		args[3] = "--cache-dir";
+		args[4] = cache_dir;
+		args[5] = ref;
+	}
+	char what[512];
+	snprintf(what, sizeof(what), "unpack `%s`", ref);
+	return kiwi_cli_rootfs_run(what, args, NULL, 0, line, len, err);
 }
 
 static void free_strv(char **v)

@@ -21,4 +21,10 @@ int kiwi_cli_image_resolve(const char *ref, const char *cache_dir, struct kiwi_c
 /* Frees what resolve filled and unpins the entry. */
 void kiwi_cli_image_clear(struct kiwi_cli_image *img);
 
+/* Runs kiwi-rootfs with args (NULL-terminated, without argv[0]), the fds
+ * of keep inherited, and returns the last line of its output in line; on
+ * failure, err says "cannot <what>: <kiwi-rootfs's reason>". */
+int kiwi_cli_rootfs_run(const char *what, const char *const *args, const int *keep, size_t n_keep, char *line,
+			size_t len, kiwi_err *err);
+
 #endif

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `session snapshot` writes the layout as the caller, from the layer the
+ * session's supervisor lends it (kiwi/session.h); `create --from` checks a
+ * snapshot and fills the new session's layer from it, in the sandbox. */
+#include "session_snap.h"
+#include "cli.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/json.h"
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* PATH, PATH:TAG or PATH@DIGEST (kiwi/oci_image.h): where PATH ends. */
+static size_t ref_path_len(const char *ref)
+{
+	const char *at = strchr(ref, '@'), *slash = strrchr(ref, '/'), *colon = strrchr(ref, ':');
+	if (at)
+		return (size_t)(at - ref);
+	if (colon && (!slash || colon > slash))
+		return (size_t)(colon - ref);
+	return strlen(ref);
+}
+
+int session_abs_ref(const char *ref, char *out, size_t len, kiwi_err *err)
+{
+	size_t n = ref_path_len(ref);
+	char path[PATH_MAX], abs[PATH_MAX];
+	snprintf(path, sizeof(path), "%.*s", (int)n, ref);
+	if (!realpath(path, abs))
+		return kiwi_error(err, errno, "image", "cannot find `%s`", path);
+	if (snprintf(out, len, "%s%s", abs, ref + n) >= (int)len)
+		return kiwi_error(err, ENAMETOOLONG, "image", "`%s` is too long", abs);
+	return 0;
+}
+
+/* ---- snapshot ----------------------------------------------------------- */
+
+/* The session's id map (/proc/PID/uid_map), as kiwi-rootfs takes it. */
+static size_t idmap_args(pid_t pid, const char *which, const char *flag, const char **args, size_t at,
+			 char (*buf)[64], size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
+	FILE *f = fopen(path, "re");
+	size_t n = 0;
+	long long in, out, count;
+	while (f && n < cap && fscanf(f, "%lld %lld %lld", &in, &out, &count) == 3) {
+		snprintf(buf[n], sizeof(buf[n]), "%lld:%lld:%lld", in, out, count);
+		args[at++] = flag;
+		args[at++] = buf[n++];
+	}
+	if (f)
+		fclose(f);
+	return at;
+}
+
+static int open_upper(int layer, const char *name, kiwi_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%s/upper", name);
+	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, layer, path, &how, sizeof(how));
+	if (fd < 0)
+		return kiwi_error(err, errno, "snapshot", "cannot open `%s` of the session's layer", path);
+	return fd;
+}
+
+/* kiwi-rootfs's result, with what only kiwi-run knows. */
+static int print_result(const char *id, const char *ref, const struct kiwi_session_snapshot *s, const char *line,
+			double ms, kiwi_err *err)
+{
+	_cleanup_json_ kiwi_json *r = kiwi_json_parse(line, strlen(line), err);
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!r || !w)
+		return kiwi_error(err, EPROTO, "snapshot", "kiwi-rootfs gave no result");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "id");
+	kiwi_jw_string(w, id);
+	kiwi_jw_key(w, "ref");
+	kiwi_jw_string(w, ref);
+	kiwi_jw_key(w, "base");
+	kiwi_jw_string(w, s->src.image ? "image" : "rootfs");
+	for (size_t i = 0; i < kiwi_json_len(r); i++) {
+		kiwi_jw_key(w, kiwi_json_key_at(r, i));
+		kiwi_jw_value(w, kiwi_json_at(r, i));
+	}
+	kiwi_jw_key(w, "frozen");
+	kiwi_jw_bool(w, s->frozen);
+	kiwi_jw_key(w, "wall_ms");
+	kiwi_jw_fixed(w, ms, 3);
+	kiwi_jw_close_object(w);
+	size_t len;
+	printf("%s\n", kiwi_jw_text(w, &len));
+	return 0;
+}
+
+/* kiwi-rootfs snapshot, given the upper directories as fds: it resolves
+ * no path of the session's. */
+static int write_snapshot(const struct kiwi_registry_entry *e, const char *ref, const char *comp,
+			  const struct kiwi_session_snapshot *s, const int *fds, char *line, size_t len, kiwi_err *err)
+{
+	const char *args[96] = { "snapshot", "--json", "--compression", comp };
+	size_t at = 4;
+	char trees[KIWI_SNAPSHOT_MAX_TREES][300], uids[16][64], gids[16][64];
+	if (s->src.image) {
+		args[at++] = "--base";
+		args[at++] = s->src.image;
+	}
+	for (size_t i = 0; i < s->src.n; i++) {
+		snprintf(trees[i], sizeof(trees[i]), "%d:%s", fds[i], s->src.dests[i] + (s->src.dests[i][0] == '/'));
+		args[at++] = "--tree";
+		args[at++] = trees[i];
+	}
+	/* The layer's files carry the host's ids of the session's: the image
+	 * gets the ids the session saw. */
+	at = idmap_args(e->pid, "uid_map", "--uidmap", args, at, uids, 16);
+	at = idmap_args(e->pid, "gid_map", "--gidmap", args, at, gids, 16);
+	args[at] = ref;
+	char what[512];
+	snprintf(what, sizeof(what), "write the snapshot `%s`", ref);
+	return kiwi_cli_rootfs_run(what, args, fds, s->src.n, line, len, err);
+}
+
+static int snapshot(const struct kiwi_registry_entry *e, const char *ref, const char *comp, kiwi_err *err)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct kiwi_session_snapshot s;
+	int fds[KIWI_SNAPSHOT_MAX_TREES];
+	size_t n = 0;
+	int rc = kiwi_session_snapshot_begin(e, &s, err);
+	for (; rc == 0 && n < s.src.n; n++)
+		rc = (fds[n] = open_upper(s.layer, s.src.names[n], err)) < 0 ? -1 : 0;
+	char line[4096];
+	if (rc == 0)
+		rc = write_snapshot(e, ref, comp, &s, fds, line, sizeof(line), err);
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc == 0)
+		rc = print_result(e->id, ref, &s, line,
+				  (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, err);
+	kiwi_session_snapshot_end(&s);
+	return rc;
+}
+
+int kiwi_cli_session_snapshot(int argc, char **argv)
+{
+	const char *comp = "zstd";
+	if (argc == 5 && !strcmp(argv[1], "--compression")) {
+		comp = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
+	if (strcmp(comp, "zstd") && strcmp(comp, "gzip") && strcmp(comp, "none"))
+		return kiwi_cli_usage_error("session snapshot", "--compression takes zstd, gzip or none");
+	if (argc != 3 || argv[1][0] == '-')
+		return kiwi_cli_usage_error("session snapshot", "give a session id and where: session snapshot "
+					    "[--compression zstd|gzip|none] ID LAYOUT:TAG");
+	const char *colon = strrchr(argv[2], ':'), *slash = strrchr(argv[2], '/');
+	if (!colon || !colon[1] || (slash && slash > colon) || strchr(argv[2], '@'))
+		return kiwi_cli_usage_error("session snapshot", "`%s`: give the layout and a tag, LAYOUT:TAG", argv[2]);
+	kiwi_err err = { 0 };
+	struct kiwi_registry_entry e;
+	if (kiwi_session_find(argv[1], &e, &err) < 0 || snapshot(&e, argv[2], comp, &err) < 0) {
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	return 0;
+}
+
+/* ---- create --from ------------------------------------------------------- */
+
+int session_from_take(struct session_from *f, struct run_args *a, const char *ref)
+{
+	kiwi_err err = { 0 };
+	if (f->ref[0])
+		return kiwi_cli_usage_error(a->cmd, "--from is given once");
+	char line[1024], what[512];
+	snprintf(what, sizeof(what), "restore `%s`", ref);
+	const char *args[] = { "snapshot-check", "--json", f->ref, NULL };
+	_cleanup_json_ kiwi_json *r = NULL;
+	if (session_abs_ref(ref, f->ref, sizeof(f->ref), &err) < 0 ||
+	    kiwi_cli_rootfs_run(what, args, NULL, 0, line, sizeof(line), &err) < 0 ||
+	    !(r = kiwi_json_parse(line, strlen(line), &err))) {
+		f->ref[0] = '\0';
+		kiwi_cli_print_error(&err);
+		return KIWI_EXIT_FAILED;
+	}
+	const char *base = kiwi_json_string(kiwi_json_get(r, "base"));
+	f->image_based = base && !strcmp(base, "image");
+	if (f->image_based)
+		a->image = f->ref;
+	return 0;
+}
+
+/* In the sandbox, before the overlay of upper is mounted: the snapshot's
+ * entries for it, in overlayfs's form, by kiwi-rootfs (the blob is
+ * checked again as it is read). */
+static int restore_upper(void *arg, int upper, const char *dest, kiwi_err *err)
+{
+	struct session_from *f = arg;
+	const char *only = dest + (dest[0] == '/');
+	/* An image-based snapshot's root is the image's (a->image). */
+	if (!*only && f->image_based)
+		return 0;
+	const char *args[32] = { "snapshot-restore", "--json", "--upper" };
+	char fd[16];
+	snprintf(fd, sizeof(fd), "%d", upper);
+	size_t at = 3;
+	args[at++] = fd;
+	if (*only) {
+		args[at++] = "--only";
+		args[at++] = only;
+	}
+	for (size_t i = 0; !*only && i < f->cfg->n_binds && at + 3 < KIWI_ARRAY_SIZE(args); i++)
+		if (f->cfg->binds[i].layered && !f->cfg->binds[i].read_only) {
+			args[at++] = "--skip";
+			args[at++] = f->cfg->binds[i].dest + (f->cfg->binds[i].dest[0] == '/');
+		}
+	args[at] = f->ref;
+	char line[1024], what[128];
+	snprintf(what, sizeof(what), "restore `/%s` from the snapshot", only);
+	return kiwi_cli_rootfs_run(what, args, &upper, 1, line, sizeof(line), err);
+}
+
+int session_from_arm(struct session_from *f, struct run_args *a)
+{
+	if (!f->ref[0])
+		return 0;
+	if (!f->image_based && !a->cfg.rootfs)
+		return kiwi_cli_usage_error(a->cmd, "this snapshot holds changes to a --rootfs DIR: give the same one");
+	f->cfg = &a->cfg;
+	a->cfg.restore = restore_upper;
+	a->cfg.restore_arg = f;
+	return 0;
+}
