@@ -36,7 +36,7 @@ int session_abs_ref(const char *ref, char *out, size_t len, kiwi_err *err)
 	char path[PATH_MAX], abs[PATH_MAX];
 	snprintf(path, sizeof(path), "%.*s", (int)n, ref);
 	if (!realpath(path, abs))
-		return kiwi_error(err, errno, "image", "cannot find `%s`", path);
+		return kiwi_error(err, errno, "image", "cannot find `%s` of `%s`", path, ref);
 	if (snprintf(out, len, "%s%s", abs, ref + n) >= (int)len)
 		return kiwi_error(err, ENAMETOOLONG, "image", "`%s` is too long", abs);
 	return 0;

@@ -31,6 +31,7 @@
 #include <sys/types.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 /* after netinet/in.h, which tells linux/in.h what it already defined */
@@ -1021,6 +1022,32 @@ static int cmd_netlink_attack(int argc, char **argv)
 	return 0;
 }
 
+/* lsetxattr(PATH, NAME, VALUE): exits 0 or errno. */
+static int cmd_setxattr(int argc, char **argv)
+{
+	if (argc < 3)
+		return 2;
+	return lsetxattr(argv[0], argv[1], argv[2], strlen(argv[2]), 0) < 0 ? errno : 0;
+}
+
+/* Each PATH's xattrs, one line per path: "PATH NAME=VALUE...", sorted as
+ * the kernel lists them (the same inode type lists the same way). */
+static int cmd_xattrs(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		char names[4096], val[1024];
+		ssize_t n = llistxattr(argv[i], names, sizeof(names));
+		printf("%s", argv[i]);
+		for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(names + off) + 1) {
+			ssize_t vl = lgetxattr(argv[i], names + off, val, sizeof(val) - 1);
+			val[vl > 0 ? vl : 0] = '\0';
+			printf(" %s=%s", names + off, val);
+		}
+		putchar('\n');
+	}
+	return 0;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const struct subcommand {
@@ -1042,6 +1069,8 @@ static const struct subcommand {
 	{"pids", cmd_pids, "pids visible in /proc"},
 	{"ls", cmd_ls, "DIR: names in DIR"},
 	{"stat", cmd_stat, "PATH: lstat as JSON"},
+	{"setxattr", cmd_setxattr, "PATH NAME VALUE: lsetxattr, exit status errno"},
+	{"xattrs", cmd_xattrs, "PATH...: each path's xattrs on a line"},
 	{"write", cmd_write, "PATH [DATA]: try to write, report errno"},
 	{"open-w", cmd_open_w, "PATH: open for writing, write nothing"},
 	{"read", cmd_read, "PATH [N]: try to read N bytes, report errno"},

@@ -24,9 +24,9 @@ OTHER_USER = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 class Session:
     """`session create` on the fixture's rootfs; destroy() at the end."""
 
-    def __init__(self, kiwi, opts=()):
+    def __init__(self, kiwi, opts=(), rootfs=True):
         self.kiwi = kiwi
-        r = self.raw("session", "create", "--rootfs", kiwi.rootfs, *opts)
+        r = self.raw("session", "create", *(["--rootfs", kiwi.rootfs] if rootfs else []), *opts)
         assert r.returncode == 0, explain(r)
         self.id = r.stdout.strip()
         assert len(self.id) == 12 and r.stdout == self.id + "\n", f"create printed {r.stdout!r}"
@@ -72,8 +72,8 @@ class Session:
 def session(kiwi):
     made = []
 
-    def make(*opts):
-        s = Session(kiwi, opts)
+    def make(*opts, rootfs=True):
+        s = Session(kiwi, opts, rootfs)
         made.append(s)
         return s
     yield make

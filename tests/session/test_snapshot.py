@@ -1,0 +1,274 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiwi-run session snapshot and create --from (kiwi-run-session(1)), root
+and rootless: a snapshot, destroyed and restored, gives the same tree
+(modes, owners, sizes, link counts, contents, xattrs; deleted files stay
+deleted; hardlinks stay linked); umoci reads the layout the same way; a
+blob that is not what its digest says is refused; nobody else snapshots
+a session."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import OTHER_USER, explain
+
+PROBE = "/usr/local/bin/kiwi-probe"
+
+# What a session changes: files of every kind in the root and the
+# workspace, a hardlink, a symlink, a file and a directory of the rootfs
+# deleted, a directory of the rootfs replaced (opaque), an xattr.
+CHANGES = f"""set -e
+mkdir -p /opt/app/sub
+echo one > /opt/app/a; echo two > /opt/app/sub/b
+chmod 0751 /opt/app/sub; chmod 0705 /opt/app/a
+ln /opt/app/a /opt/app/a-link
+ln -s ../app/a /opt/app/sym
+mkfifo /opt/app/fifo
+{PROBE} setxattr /opt/app/a user.kiwi snap
+rm /etc/hosts
+rm -r /var
+mkdir /var; echo fresh > /var/only
+echo changed > /etc/passwd.new; mv /etc/passwd.new /etc/group
+echo ws > /workspace/made; chmod 600 /workspace/made
+rm /workspace/base-gone
+mkdir /workspace/dir; ln /workspace/made /workspace/dir/made-link
+"""
+
+# The tree as the session sees it: one line per path (mode, owner, size
+# for files, link count), the contents' digests, the xattrs.
+LISTING = f"""cd /
+find . -xdev | grep -v -E '^\\./(proc|sys|dev|tmp)(/|$)' | grep -v '^\\.$' | sort > /tmp/paths
+find /workspace | sort >> /tmp/paths
+while read p; do
+  if [ -d "$p" ] && [ ! -L "$p" ]; then stat -c '%n %f %u %g dir' "$p"; else stat -c '%n %f %u %g %s %h' "$p"; fi
+done < /tmp/paths
+while read p; do
+  if [ -f "$p" ] && [ ! -L "$p" ]; then sha256sum "$p"; fi
+done < /tmp/paths
+{PROBE} xattrs /opt/app/a /opt/app/sub /workspace/made
+true
+"""
+
+
+@pytest.fixture(autouse=True)
+def kiwi_rootfs(binaries):
+    """kiwi-rootfs beside the copied kiwi-run, where an install puts it:
+    kiwi-run runs it to write and read the layouts."""
+    run = Path(os.environ.get("KIWI_RUN", Path(__file__).resolve().parents[2] / "build" / "src" / "kiwi-run"))
+    src = Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
+    if not src.is_file():
+        pytest.skip(f"kiwi-rootfs is not built at {src}")
+    dest = Path(binaries[0]).parent / "kiwi-rootfs"
+    shutil.copy2(src, dest)
+    dest.chmod(0o755)
+    return dest
+
+
+@pytest.fixture(autouse=True)
+def own_rootfs(kiwi):
+    """Rootless, a rootfs the test user owns: the shared one is root's,
+    which its sandbox cannot change (root is unmapped there)."""
+    if kiwi.mode == "rootless":
+        kiwi.rootfs = str(kiwi.rootfs_copy())
+
+
+def layout_dir(kiwi):
+    """A directory the mode's user owns for layouts."""
+    d = kiwi.workdir()
+    return d
+
+
+def workspace(kiwi, files):
+    d = kiwi.workdir()
+    for name, text in files.items():
+        (d / name).write_text(text)
+    kiwi.chown(d)
+    return d
+
+
+def listing(s):
+    r = s.sh(LISTING)
+    assert r.returncode == 0, explain(r)
+    return r.stdout
+
+
+def snapshot(s, ref, *opts):
+    r = s.raw("session", "snapshot", *opts, s.id, ref)
+    assert r.returncode == 0, explain(r)
+    res = json.loads(r.stdout)
+    assert res["id"] == s.id and res["digest"].startswith("sha256:") and res["size"] > 0, res
+    return res
+
+
+def ws_base(kiwi):
+    return workspace(kiwi, {"kept": "kept\n", "base-gone": "gone\n"})
+
+
+def test_snapshot_destroy_restore_gives_the_same_tree(session, kiwi):
+    s = session("--rw-root", "--workspace", ws_base(kiwi), "--workspace-mode", "discard")
+    r = s.sh(CHANGES)
+    assert r.returncode == 0, explain(r)
+    before = listing(s)
+    assert "/opt/app/a user.kiwi=snap" in before and "/workspace/made" in before, before
+    layout = layout_dir(kiwi) / "snaps"
+    res = snapshot(s, f"{layout}:after")
+    assert res["base"] == "rootfs"
+    # Frozen exactly when the session has a cgroup to freeze.
+    cg = s.listed()[0]["cgroup"]
+    assert res["frozen"] is (cg is not None), (res, cg)
+    assert s.sh("echo still running").returncode == 0, "the session did not go on after its snapshot"
+    assert s.destroy().returncode == 0
+    # The same base: the rootfs and a workspace as it was.
+    t = session("--from", f"{layout}:after", "--rw-root",
+                "--workspace", ws_base(kiwi), "--workspace-mode", "discard")
+    after = listing(t)
+    assert after == before, "\n".join(l for l in set(before.splitlines()) ^ set(after.splitlines()))
+    # What the listing means, said plainly.
+    r = t.sh("test ! -e /etc/hosts && test ! -e /workspace/base-gone && test ! -e /var/lib"
+             " && [ $(stat -c %i /opt/app/a) = $(stat -c %i /opt/app/a-link) ]"
+             " && [ $(stat -c %h /workspace/made) = 2 ] && cat /var/only /workspace/kept")
+    assert r.returncode == 0 and r.stdout == "fresh\nkept\n", explain(r)
+    # The restored session snapshots again, on the same base.
+    assert snapshot(t, f"{layout}:again")["base"] == "rootfs"
+
+
+def rootfs_image(kiwi, kiwi_rootfs):
+    """The test rootfs packed as an image the mode's user can read."""
+    d = layout_dir(kiwi) / "img"
+    r = subprocess.run([str(kiwi_rootfs), "pack", kiwi.rootfs, f"{d}:base"], capture_output=True, text=True)
+    assert r.returncode == 0, explain(r)
+    kiwi.chown(d)
+    return d
+
+
+def test_image_snapshot_is_the_image_plus_one_layer_and_restores(session, kiwi, kiwi_rootfs):
+    img = rootfs_image(kiwi, kiwi_rootfs)
+    cache = ["--image-cache", str(kiwi.workdir())]
+    s = session("--image", f"{img}:base", *cache, "--rw-root", "--workspace", ws_base(kiwi), "--workspace-mode",
+                "discard", rootfs=False)
+    assert s.sh(CHANGES).returncode == 0
+    before = listing(s)
+    layout = layout_dir(kiwi) / "snaps"
+    res = snapshot(s, f"{layout}:img")
+    assert res["base"] == "image"
+    index = json.loads((layout / "index.json").read_text())
+    [m] = [m for m in index["manifests"]
+           if m["annotations"]["org.opencontainers.image.ref.name"] == "img"]
+    blobs = layout / "blobs" / "sha256"
+    manifest = json.loads((blobs / m["digest"].split(":")[1]).read_text())
+    base_index = json.loads((img / "index.json").read_text())
+    base = json.loads((img / "blobs" / "sha256" / base_index["manifests"][0]["digest"].split(":")[1]).read_text())
+    assert [l["digest"] for l in manifest["layers"]] == [l["digest"] for l in base["layers"]] + [res["digest"]]
+    config = json.loads((blobs / manifest["config"]["digest"].split(":")[1]).read_text())
+    assert config["rootfs"]["diff_ids"][-1] == res["diff_id"] and len(config["rootfs"]["diff_ids"]) == 2
+    for l in manifest["layers"]:
+        assert (blobs / l["digest"].split(":")[1]).stat().st_size == l["size"]
+    assert s.destroy().returncode == 0
+    t = session("--from", f"{layout}:img", *cache, "--rw-root", "--workspace", ws_base(kiwi), "--workspace-mode",
+                "discard", rootfs=False)
+    after = listing(t)
+    assert after == before, "\n".join(l for l in set(before.splitlines()) ^ set(after.splitlines()))
+
+
+def host_listing(root):
+    """(path, mode, uid, gid, size or target, nlink) under root, as the
+    session's listing has them for the same paths."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = "/" + os.path.relpath(p, root)
+            is_dir = os.path.isdir(p) and not os.path.islink(p)
+            out[rel] = (st.st_mode, st.st_uid, st.st_gid) + (() if is_dir else (st.st_size, st.st_nlink))
+    return out
+
+
+def session_modes(text):
+    out = {}
+    for line in text.splitlines():
+        f = line.split(" ")
+        if len(f) in (5, 6) and f[0].startswith("./"):
+            out[f[0][1:]] = (int(f[1], 16), int(f[2]), int(f[3])) + (() if f[4] == "dir" else (int(f[4]), int(f[5])))
+    return out
+
+
+def test_umoci_unpacks_the_same_tree(session, kiwi, kiwi_rootfs, tmp_path):
+    if kiwi.mode != "root":
+        pytest.skip("umoci unpack keeps owners as root only (its --rootless drops them)")
+    if not shutil.which("umoci"):
+        pytest.skip("umoci is not installed (apt-get install umoci)")
+    img = rootfs_image(kiwi, kiwi_rootfs)
+    s = session("--image", f"{img}:base", "--rw-root", rootfs=False)
+    assert s.sh(CHANGES.replace("/workspace", "/root/ws").replace("set -e", "set -e; mkdir -p /root/ws; "
+                                                                  "echo x > /root/ws/base-gone")).returncode == 0
+    inside = session_modes(listing(s))
+    layout = layout_dir(kiwi) / "snaps"
+    # umoci 0.4 reads gzip layers, not zstd ones.
+    snapshot(s, f"{layout}:u", "--compression", "gzip")
+    bundle = tmp_path / "bundle"
+    r = subprocess.run(["umoci", "unpack", "--image", f"{layout}:u", str(bundle)], capture_output=True, text=True)
+    assert r.returncode == 0, explain(r)
+    host = {p: v for p, v in host_listing(bundle / "rootfs").items()
+            if p.split("/")[1] not in ("proc", "sys", "dev", "tmp")}
+    for path in ("/opt/app", "/opt/app/a", "/opt/app/a-link", "/opt/app/sub", "/opt/app/sub/b", "/opt/app/sym",
+                 "/opt/app/fifo", "/var", "/var/only", "/etc/group", "/root/ws/made", "/root/ws/dir/made-link"):
+        assert host[path] == inside[path], (path, host[path], inside[path])
+    assert "/etc/hosts" not in host and "/root/ws/base-gone" not in host and "/var/lib" not in host
+    assert set(host) == set(inside), set(host) ^ set(inside)
+    assert os.getxattr(bundle / "rootfs/opt/app/a", "user.kiwi") == b"snap"
+    assert (bundle / "rootfs/opt/app/a").read_text() == "one\n"
+
+
+def test_another_user_cannot_snapshot_the_session(session, kiwi, tmp_path):
+    s = session()
+    out = tmp_path / "theirs"
+    r = subprocess.run([*OTHER_USER, kiwi.binary, "session", "snapshot", s.id, f"{out}:x"],
+                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 125 and len(r.stderr.strip().splitlines()) == 1 and s.id in r.stderr, explain(r)
+    assert not out.exists()
+
+
+def test_a_blob_that_does_not_match_its_digest_is_refused(session, kiwi):
+    s = session("--rw-root")
+    assert s.sh("echo data > /root/file").returncode == 0
+    layout = layout_dir(kiwi) / "snaps"
+    res = snapshot(s, f"{layout}:x")
+    assert s.destroy().returncode == 0
+    blob = layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xff
+    blob.write_bytes(bytes(data))
+    files = sorted(p for p in layout.rglob("*"))
+    r = s.raw("session", "create", "--from", f"{layout}:x")
+    assert r.returncode == 125 and r.stdout == "", explain(r)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "digest" in lines[0] and res["digest"] in lines[0], explain(r)
+    # Nothing left: no supervisor of a session from this layout (the
+    # registry is shared with whoever else runs sessions here), nothing
+    # new in the layout.
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert str(layout).encode() not in cmdline, f"pid {pid} is left: {cmdline!r}"
+    assert sorted(p for p in layout.rglob("*")) == files
+
+
+def test_bad_snapshot_input_one_line(session, kiwi):
+    s = session()
+    layout = layout_dir(kiwi) / "snaps"
+    for args, word in ((["session", "snapshot", s.id, str(layout)], "LAYOUT:TAG"),
+                       (["session", "snapshot", "0123456789ab", f"{layout}:x"], "0123456789ab"),
+                       (["session", "create", "--from", f"{layout}:nope", "--rootfs", kiwi.rootfs], "nope")):
+        r = s.raw(*args)
+        assert r.returncode == 125 and len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, explain(r)
+    # A rootfs-based snapshot needs its --rootfs.
+    assert s.sh("echo x > /tmp/x").returncode == 0
+    snapshot(s, f"{layout}:r")
+    r = s.raw("session", "create", "--from", f"{layout}:r")
+    assert r.returncode == 125 and "--rootfs" in r.stderr, explain(r)
