@@ -110,6 +110,20 @@ def binaries(session_dir):
 
 
 @pytest.fixture(scope="session")
+def kiwi_rootfs(binaries):
+    """kiwi-rootfs beside the copied kiwi-run, where an install puts it and
+    where kiwi-run looks for it (--image, session snapshots)."""
+    run = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
+    src = Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
+    if not src.is_file():
+        pytest.skip(f"kiwi-rootfs is not built at {src}")
+    dest = Path(binaries[0]).parent / "kiwi-rootfs"
+    shutil.copy2(src, dest)
+    dest.chmod(0o755)
+    return dest
+
+
+@pytest.fixture(scope="session")
 def rootfs(binaries):
     """The busybox rootfs with kiwi-probe in /usr/local/bin, built once per
     probe binary and kept: one directory per probe checksum, so that test

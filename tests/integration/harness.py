@@ -50,6 +50,7 @@ test_user = it.test_user
 subreaper = it.subreaper
 no_leftover_processes = it.no_leftover_processes
 binaries = it.binaries
+kiwi_rootfs = it.kiwi_rootfs
 rootfs = it.rootfs
 kiwi = it.kiwi
 

@@ -16,23 +16,6 @@ from conftest import explain, manifest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _kiwi_rootfs_source():
-    run = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
-    return Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
-
-
-@pytest.fixture(scope="session")
-def kiwi_rootfs(binaries):
-    """kiwi-rootfs beside the copied kiwi-run, where an install puts it."""
-    src = _kiwi_rootfs_source()
-    if not src.is_file():
-        pytest.skip(f"kiwi-rootfs is not built at {src}")
-    dest = Path(binaries[0]).parent / "kiwi-rootfs"
-    shutil.copy2(src, dest)
-    dest.chmod(0o755)
-    return dest
-
-
 @pytest.fixture(scope="session")
 def layout(kiwi_rootfs, rootfs, session_dir):
     """The test rootfs as a one-layer OCI image tagged t."""

@@ -14,7 +14,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 sys.path.insert(0, str(HERE.parent / "integration"))
-from harness import (binaries, default_signal_state, explain, it, kiwi,  # noqa: E402,F401
+from harness import (binaries, default_signal_state, explain, it, kiwi, kiwi_rootfs,  # noqa: E402,F401
                      no_leftover_processes, rootfs, scratch, session_dir, subreaper,
                      test_user)
 

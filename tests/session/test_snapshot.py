@@ -54,22 +54,8 @@ true
 
 
 @pytest.fixture(autouse=True)
-def kiwi_rootfs(binaries):
-    """kiwi-rootfs beside the copied kiwi-run, where an install puts it:
-    kiwi-run runs it to write and read the layouts."""
-    run = Path(os.environ.get("KIWI_RUN", Path(__file__).resolve().parents[2] / "build" / "src" / "kiwi-run"))
-    src = Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
-    if not src.is_file():
-        pytest.skip(f"kiwi-rootfs is not built at {src}")
-    dest = Path(binaries[0]).parent / "kiwi-rootfs"
-    shutil.copy2(src, dest)
-    dest.chmod(0o755)
-    return dest
-
-
-@pytest.fixture(autouse=True)
-def own_rootfs(kiwi):
-    """Rootless, a rootfs the test user owns: the shared one is root's,
+def own_rootfs(kiwi, kiwi_rootfs):
+    """kiwi-rootfs where kiwi-run finds it. Rootless, a rootfs the test user owns: the shared one is root's,
     which its sandbox cannot change (root is unmapped there)."""
     if kiwi.mode == "rootless":
         kiwi.rootfs = str(kiwi.rootfs_copy())

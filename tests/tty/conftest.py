@@ -31,7 +31,7 @@ TTYSCAN = "/usr/local/bin/kiwi-ttyscan"  # where busybox-rootfs.sh puts it
 WAIT = 30  # seconds a screen may take to show what is expected (a loaded host)
 
 sys.path.insert(0, str(HERE.parent / "integration"))
-from harness import (it, kiwi, no_leftover_processes, scratch,  # noqa: E402,F401
+from harness import (it, kiwi, kiwi_rootfs, no_leftover_processes, scratch,  # noqa: E402,F401
                      session_dir, subreaper, test_user)
 
 

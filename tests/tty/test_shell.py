@@ -187,19 +187,6 @@ def test_shell_refuses_a_stdin_that_is_not_a_terminal(kiwi):
     assert r.stderr.count("\n") == 1 and "stdin is not a terminal" in r.stderr, r.stderr
 
 
-@pytest.fixture(scope="session")
-def kiwi_rootfs(binaries):
-    """kiwi-rootfs beside the copied kiwi-run, where kiwi-run looks for it."""
-    run = Path(os.environ.get("KIWI_RUN", REPO / "build" / "src" / "kiwi-run"))
-    src = Path(os.environ.get("KIWI_ROOTFS", run.parent.parent / "rootfs-tools" / "kiwi-rootfs"))
-    if not src.is_file():
-        pytest.skip(f"kiwi-rootfs is not built at {src}")
-    dest = Path(binaries[0]).parent / "kiwi-rootfs"
-    shutil.copy2(src, dest)
-    dest.chmod(0o755)
-    return dest
-
-
 def _pack(kiwi_rootfs, rootfs, out, *entrypoint):
     args = [a for e in entrypoint for a in ("--entrypoint", e)]
     r = subprocess.run([str(kiwi_rootfs), "pack", str(rootfs), f"{out}:t", *args],
