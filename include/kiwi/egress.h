@@ -190,6 +190,27 @@ void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_eve
  * denied. NULL e: empty. */
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w);
 
+/* ---- one exec's attempts, in a session ----
+ * A mark is where an exec began in the session's audit; the tally since
+ * it holds every attempt made from then until the call, whoever made it
+ * (the audit knows addresses, not processes: concurrent execs, and what
+ * an earlier exec kept running, share their windows). The first mark
+ * starts recording the events (the newest 256 kept; older ones are
+ * still counted, in *_other). */
+struct kiwi_egress_mark {
+	uint64_t seq, allowed, blocked, lost;
+};
+struct kiwi_egress_tally;
+void kiwi_egress_mark(struct kiwi_egress *e, struct kiwi_egress_mark *m);
+/* NULL e: an empty tally. NULL on ENOMEM. Free with free(). */
+struct kiwi_egress_tally *kiwi_egress_tally_since(struct kiwi_egress *e, const struct kiwi_egress_mark *m);
+size_t kiwi_egress_tally_size(void);
+/* A tally as received (len bytes): checked and its strings terminated,
+ * or NULL. The result is a copy, freed with free(). */
+struct kiwi_egress_tally *kiwi_egress_tally_load(const void *buf, size_t len);
+/* The same fields as kiwi_egress_write_verdict(), over the tally. */
+void kiwi_egress_write_tally(const struct kiwi_egress_tally *t, kiwi_json_writer *w);
+
 /* host_allowlist by name: the name gate (kiwi/proxy.h), a thread of the
  * launcher that answers the sandbox's DNS and checks each connection's
  * name. Attached after prepare (it binds on the gateway address, and the
@@ -216,6 +237,20 @@ int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err);
  * none), read by kiwi_egress_audit_read() like a socket of our own;
  * e takes it. */
 void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd);
+
+/* Runs fn in a child of ours inside the sandbox's user and network
+ * namespaces (pidfd: its pid 1; ours, so we have every capability there),
+ * its error brought back. Forks: call with no other thread running. */
+int kiwi_egress_run_inside(int pidfd, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err);
+
+/* A session's switch to verify (kiwi-run-phase(1)): the name gate
+ * stopped, every link of the sandbox but lo deleted from inside (the
+ * veth's host end with it, whoever made it: with kiwi-helper, its keeper
+ * then removes the table), checked gone, and our table removed. Nothing
+ * can bring it back: the sandbox holds no capability and no way to ask.
+ * e may be NULL (no egress of ours: the links are dropped all the same).
+ * The audit read so far stays; teardown still frees e. */
+int kiwi_egress_seal(struct kiwi_egress *e, int pidfd, kiwi_err *err);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
  * is fine). Goes on past failures and reports the first. */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kiwi/cgroup.h"
+#include "kiwi/egress.h"
 #include "kiwi/err.h"
 #include "kiwi/net_audit.h"
 
@@ -52,6 +53,35 @@ struct kiwi_session_hooks {
 	 * answered by the caller once everything is removed. */
 	const char *end_reason;
 	int destroy_fd;
+};
+
+/* The supervisor's ops besides exec ('x'), snapshot ('s') and destroy
+ * ('d'), each the first byte of a new connection's first message
+ * (kiwi/session.h):
+ * SEAL, the switch to verify (kiwi-run-phase(1)): every process but pid 1
+ * killed and reaped, then the network taken away for good
+ * (kiwi_egress_seal); answered with a kiwi_session_seal_reply once done. */
+#define KIWI_SESSION_OP_SEAL 'v'
+struct kiwi_session_seal_reply {
+	int32_t ok;
+	int32_t reaped;            /* processes killed and reaped */
+	kiwi_err err;
+};
+/* TALLY: where the session's egress audit stands (a mark, kiwi/egress.h)
+ * and whether it is sealed; with has_since, a second message holds the
+ * tally of the attempts since that mark. An exec asks before it starts
+ * and once it ended: its verdict's egress fields. */
+#define KIWI_SESSION_OP_TALLY 'a'
+struct kiwi_session_tally_request {
+	char op;                   /* KIWI_SESSION_OP_TALLY */
+	uint8_t has_since;
+	uint8_t pad[6];
+	struct kiwi_egress_mark since;
+};
+struct kiwi_session_tally_reply {
+	struct kiwi_egress_mark mark;
+	uint32_t sealed;
+	uint32_t has_tally;
 };
 
 struct kiwi_sandbox_config {
@@ -194,6 +224,9 @@ struct kiwi_sandbox_result {
 	const char *network;
 	bool net_audit;           /* the audit ran: net_attempts is the whole story */
 	struct kiwi_net_attempts net_attempts;
+	/* A session's exec: the egress attempts made while it ran
+	 * (kiwi/egress.h), freed by kiwi_sandbox_result_release(). */
+	struct kiwi_egress_tally *egress_tally;
 	/* Instead, for a caller that is not root: the kiwi-helper(8) session
 	 * holding them. */
 	struct kiwi_helper *helper;

@@ -26,6 +26,18 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 /* Connects to the session's supervisor and says what for ('x' exec,
  * 'd' destroy). Returns the connection. */
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err);
+/* The same with a whole request (its first byte the op). */
+int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err);
+/* KIWI_SESSION_OP_TALLY (kiwi/sandbox.h): *r; with since and tally, the
+ * attempts since that mark (freed with free()). */
+int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_egress_mark *since,
+		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, kiwi_err *err);
+
+/* The switch to verify (kiwi-run-phase(1)): asks the supervisor to kill
+ * every process of the session but its pid 1 and to take its network
+ * away for good, and waits until both are done. *reaped: how many
+ * processes were killed. */
+int kiwi_session_seal(const struct kiwi_registry_entry *e, int *reaped, kiwi_err *err);
 
 struct kiwi_session_exec {
 	char *const *argv;

@@ -25,6 +25,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_EXEC_CONN,      /* parent -> init  an exec client's connection rides along */
 	KIWI_SYNC_EXEC_BEGIN,     /* init -> parent  an exec leader started; value: how many run */
 	KIWI_SYNC_EXEC_END,       /* init -> parent  an exec leader ended; value: how many run */
+	KIWI_SYNC_PURGE,          /* parent -> init  kill every process but pid 1, wait for all */
+	KIWI_SYNC_PURGED,         /* init -> parent  done; value: how many were killed */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */

@@ -10,6 +10,7 @@
 #include "kiwi/output.h"
 #include "kiwi/plan.h"
 #include "kiwi/policy.h"
+#include "kiwi/session.h"
 #include "kiwi/units.h"
 
 #include <errno.h>
@@ -29,6 +30,8 @@ enum {
 	OPT_POLICY,
 	OPT_PASS_ENV,
 	OPT_CACHE,
+	OPT_SESSION,
+	OPT_KEEP_BACKGROUND,
 };
 
 static const struct option phase_options[] = {
@@ -37,6 +40,8 @@ static const struct option phase_options[] = {
 	{ "policy", required_argument, NULL, OPT_POLICY },
 	{ "pass-env", required_argument, NULL, OPT_PASS_ENV },
 	{ "cache", required_argument, NULL, OPT_CACHE },
+	{ "session", required_argument, NULL, OPT_SESSION },
+	{ "keep-background", no_argument, NULL, OPT_KEEP_BACKGROUND },
 	{ 0 },
 };
 
@@ -48,6 +53,10 @@ static const char phase_usage[] =
 	"  --pass-env NAME       verify only: pass the caller's NAME (repeatable);\n"
 	"                        model-provider keys are refused (kiwi-run-policy(5))\n"
 	"  --cache HOST:DEST     a cache directory: read-write in install, read-only in verify\n"
+	"  --session ID          run as one exec of session ID (kiwi-run-session(1)):\n"
+	"                        verify first kills every process of it and takes its\n"
+	"                        network away for good\n"
+	"  --keep-background     with --session: leave what the command started running\n"
 	"install runs the plan of `kiwi-run plan` when no command is given.\n\n";
 
 struct phase {
@@ -63,6 +72,8 @@ struct phase {
 	char **plan_argv;
 	int ws_fd;
 	const char *reason;          /* why the phase failed, for the verdict */
+	const char *session;         /* --session: an exec of that session */
+	bool keep_background;
 	struct kiwi_tail out_tail, err_tail;
 	char out_buf[TAIL_BYTES], err_buf[TAIL_BYTES];
 	struct run_session *s;
@@ -103,7 +114,11 @@ static int take_phase_option(void *ctx, struct run_args *a, int opt, const char 
 	case OPT_POLICY: return 0;  /* read before the flags: see find_policy */
 	case OPT_PASS_ENV:
 		return add_pass_env(p, value) < 0 ? kiwi_cli_usage_error(a->cmd, "out of memory") : 0;
+	case OPT_SESSION: return 0;  /* read before the flags: see find_flag */
+	case OPT_KEEP_BACKGROUND: p->keep_background = true; return 0;
 	case OPT_CACHE: {
+		if (p->session)
+			return kiwi_cli_usage_error(a->cmd, "--cache is a bind of the session's: give it to `session create --bind`");
 		char *colon = strchr(value, ':');
 		if (!colon)
 			return kiwi_cli_usage_error(a->cmd, "--cache wants HOST:DEST, got `%s`", value);
@@ -115,18 +130,20 @@ static int take_phase_option(void *ctx, struct run_args *a, int opt, const char 
 	}
 }
 
-/* The policy comes first so that every flag can override it: find
- * --policy before getopt sees the rest. */
-static const char *find_policy(int argc, char **argv)
+/* The policy comes first so that every flag can override it, and
+ * --session decides which flags there are: found before getopt sees the
+ * rest. */
+static const char *find_flag(int argc, char **argv, const char *flag)
 {
-	const char *path = NULL;
+	const char *value = NULL;
+	size_t len = strlen(flag);
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		if (!strcmp(argv[i], "--policy") && i + 1 < argc)
-			path = argv[++i];
-		else if (!strncmp(argv[i], "--policy=", 9))
-			path = argv[i] + 9;
+		if (!strcmp(argv[i], flag) && i + 1 < argc)
+			value = argv[++i];
+		else if (!strncmp(argv[i], flag, len) && argv[i][len] == '=')
+			value = argv[i] + len + 1;
 	}
-	return path;
+	return value;
 }
 
 /* A phase never runs without a bound on its processes: the policy's, or
@@ -175,7 +192,8 @@ static int apply_policy(struct phase *p, struct run_args *a)
 	for (size_t i = 0; i < pp->n_pass_env; i++)
 		if (add_pass_env(p, pp->pass_env[i]) < 0)
 			return kiwi_error(&a->err, ENOMEM, "policy", "out of memory");
-	for (size_t i = 0; i < pp->n_caches; i++)
+	/* A session's binds are its own, made at create. */
+	for (size_t i = 0; !p->session && i < pp->n_caches; i++)
 		if (add_cache(p, a, pp->caches[i].host, pp->caches[i].dest) != 0)
 			return kiwi_error(&a->err, EINVAL, "policy", "cache `%s` refused", pp->caches[i].host);
 	return 0;
@@ -212,9 +230,38 @@ static int check_env(struct phase *p, struct run_args *a)
 	return 0;
 }
 
+int phase_policy_network(const char *path, struct run_args *a)
+{
+	_cleanup_(kiwi_policy_clear) struct kiwi_policy policy;
+	if (kiwi_policy_load(path, &policy, &a->err) < 0)
+		return -1;
+	const struct kiwi_phase_policy *pp = kiwi_policy_phase(&policy, KIWI_PHASE_INSTALL);
+	a->network_egress = pp->network_egress;
+	for (size_t i = 0; i < pp->n_egress; i++)
+		if (kiwi_egress_config_add(&a->egress, pp->egress_keys[i], pp->egress_values[i], &a->err) < 0)
+			return kiwi_error_wrap(&a->err, "policy `%s`", path);
+	return 0;
+}
+
 /* What only the whole command line can tell, for a phase. */
+static int check_session_args(struct phase *p, struct run_args *a)
+{
+	if (p->workspace || p->workspace_dest)
+		return kiwi_cli_usage_error(a->cmd, "--workspace is the session's: give it to `session create`");
+	if (!a->cfg.argv)
+		return kiwi_cli_usage_error(a->cmd, "with --session, give the %s command after `--`",
+					    kiwi_phase_name(p->which));
+	if (a->cfg.tty)
+		return kiwi_cli_usage_error(a->cmd, "--tty: a phase runs unattended");
+	return 0;
+}
+
 static int check_phase_args(struct phase *p, struct run_args *a)
 {
+	if (p->session)
+		return check_session_args(p, a);
+	if (p->keep_background)
+		return kiwi_cli_usage_error(a->cmd, "--keep-background needs --session: a phase's sandbox ends with it");
 	if (!p->workspace)
 		return kiwi_cli_usage_error(a->cmd, "--workspace is required");
 	if (p->which == KIWI_PHASE_VERIFY && a->network_egress)
@@ -392,7 +439,7 @@ static void phase_release(struct phase *p)
 static int parse_phase(struct phase *p, struct run_session *s, int argc, char **argv)
 {
 	struct run_args *a = &s->a;
-	const char *policy_path = find_policy(argc, argv);
+	const char *policy_path = find_flag(argc, argv, "--policy");
 	if (policy_path ? kiwi_policy_load(policy_path, &p->policy, &a->err) < 0
 			: (kiwi_policy_init(&p->policy), 0)) {
 		kiwi_cli_print_error(&a->err);
@@ -415,6 +462,48 @@ static int parse_phase(struct phase *p, struct run_session *s, int argc, char **
 		return KIWI_EXIT_FAILED;
 	}
 	return 0;
+}
+
+/* The session's network must be the one the phase needs: egress pinned
+ * at create for an install whose policy gives the network (and none for
+ * one that gives none), never one verify sealed; verify takes it away,
+ * with every process of the session, before its command starts. */
+static int enter_session(struct phase *p, struct run_session *s, struct kiwi_registry_entry *e)
+{
+	if (kiwi_session_find(p->session, e, &s->err) < 0)
+		return -1;
+	if (p->which == KIWI_PHASE_VERIFY) {
+		int reaped = 0;
+		return kiwi_session_seal(e, &reaped, &s->err);
+	}
+	struct kiwi_session_tally_reply r;
+	if (kiwi_session_tally(e, NULL, &r, NULL, &s->err) < 0)
+		return -1;
+	bool egress = !strcmp(e->network, "egress");
+	if (r.sealed)
+		return kiwi_error(&s->err, EPERM, "session", "session `%s` has been through verify: its network is "
+				  "gone for good, an install needs a new session", e->id);
+	if (s->a.network_egress && !egress)
+		return kiwi_error(&s->err, EINVAL, "session", "the install policy gives the network and session `%s` "
+				  "has none: create it with --network egress (or --policy FILE)", e->id);
+	if (!s->a.network_egress && egress)
+		return kiwi_error(&s->err, EINVAL, "session", "the install policy gives no network and session `%s` "
+				  "has egress: create it without --network egress", e->id);
+	return 0;
+}
+
+static int run_in_session(struct phase *p, struct run_session *s)
+{
+	struct kiwi_registry_entry e;
+	bool failed = enter_session(p, s, &e) < 0;
+	if (failed) {
+		/* Refused before anything ran: one line, nothing else. */
+		p->reason = "session_refused";
+		return run_session_finish(s, true);
+	}
+	failed = session_run_exec(s, &e, p->keep_background);
+	p->reason = phase_reason(p, &s->res, &s->err, failed);
+	return run_session_finish(s, failed);
 }
 
 /* argv[0] is "phase", argv[1] the phase. */
@@ -440,6 +529,10 @@ int kiwi_cmd_phase(int argc, char **argv)
 	};
 	p.out_tail.buf = p.out_buf;
 	p.err_tail.buf = p.err_buf;
+	p.session = find_flag(argc - 1, argv + 1, "--session");
+	if (p.session && session_refuse_create_flags(s.a.cmd, argc - 1, argv + 1) != 0)
+		return KIWI_EXIT_FAILED;
+	s.a.no_rootfs = p.session != NULL;
 	int r = parse_phase(&p, &s, argc - 1, argv + 1);
 	if (r != 0)
 		return r == -2 ? 0 : r;
@@ -453,6 +546,8 @@ int kiwi_cmd_phase(int argc, char **argv)
 	cfg->stderr_tail = &p.err_tail;
 	cfg->own_cgroup = true;
 	cfg->phase = kiwi_phase_name(p.which);   /* for `kiwi-run list` */
+	if (p.session)
+		return run_in_session(&p, &s);
 	bool failed = open_workspace(&p, &s.a, &s.err) < 0 ||
 		      (p.which == KIWI_PHASE_INSTALL && !cfg->argv && !s.a.image &&
 		       plan_install(&p, &s.a, &s.err) < 0);

@@ -49,7 +49,10 @@ static int check_env_names(struct run_args *a)
 
 /* ---- create ------------------------------------------------------------ */
 
-enum { OPT_WORKSPACE = RUN_OPT_EXTRA, OPT_IDLE_TIMEOUT, OPT_MAX_LIFETIME, OPT_TTY, OPT_KEEP_BACKGROUND, OPT_PASS_ENV, OPT_FROM };
+enum {
+	OPT_WORKSPACE = RUN_OPT_EXTRA, OPT_IDLE_TIMEOUT, OPT_MAX_LIFETIME, OPT_TTY, OPT_KEEP_BACKGROUND, OPT_PASS_ENV,
+	OPT_FROM, OPT_POLICY,
+};
 
 struct create_opts {
 	const char *workspace;
@@ -63,6 +66,7 @@ static const struct option create_options[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "max-lifetime", required_argument, NULL, OPT_MAX_LIFETIME },
 	{ "from", required_argument, NULL, OPT_FROM },
+	{ "policy", required_argument, NULL, OPT_POLICY },
 	{ 0 },
 };
 
@@ -76,6 +80,8 @@ static int take_create_option(void *ctx, struct run_args *a, int opt, const char
 	}
 	if (opt == OPT_FROM)
 		return session_from_take(&o->from, a, value);
+	if (opt == OPT_POLICY)
+		return 0;  /* applied before the flags, which override it */
 	if (kiwi_parse_duration(value, opt == OPT_IDLE_TIMEOUT ? "--idle-timeout" : "--max-lifetime",
 				opt == OPT_IDLE_TIMEOUT ? &o->idle_ns : &o->lifetime_ns, &e) < 0)
 		return kiwi_cli_usage_error(a->cmd, "%s", e.msg);
@@ -274,9 +280,19 @@ static int session_create(int argc, char **argv)
 			 "  --idle-timeout DUR    end the session when no exec has run for DUR\n"
 			 "  --max-lifetime DUR    end the session DUR after it was created\n"
 			 "  --from LAYOUT:TAG     restore a `session snapshot` (with --rootfs DIR when it was\n"
-			 "                        made from one)\n\n",
+			 "                        made from one)\n"
+			 "  --policy FILE         the network of the phase policy's install half\n"
+			 "                        (for `phase install --session`; flags override it)\n\n",
 	};
 	run_args_defaults(&s.a);
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *path = !strcmp(argv[i], "--policy") && i + 1 < argc ? argv[i + 1]
+				 : !strncmp(argv[i], "--policy=", 9) ? argv[i] + 9 : NULL;
+		if (path && phase_policy_network(path, &s.a) < 0) {
+			kiwi_cli_print_error(&s.a.err);
+			return KIWI_EXIT_FAILED;
+		}
+	}
 	s.a.command_optional = true;
 	int r = run_args_parse(argc, argv, &s.a, &own);
 	if (r == 0 && (check_create_args(&s.a) != 0 || session_from_arm(&o.from, &s.a) != 0))
@@ -388,7 +404,7 @@ static int take_exec_option(void *ctx, struct run_args *a, int opt, const char *
 
 /* Flags that bound or shape the whole session, refused by name: an exec
  * cannot change them. */
-static int refuse_create_flags(int argc, char **argv)
+int session_refuse_create_flags(const char *cmd, int argc, char **argv)
 {
 	static const char *const whole[] = {
 		"rootfs", "image", "image-cache", "hostname", "bind", "rw-root", "seccomp", "disk", "memory",
@@ -402,7 +418,7 @@ static int refuse_create_flags(int argc, char **argv)
 		size_t len = strcspn(argv[i] + 2, "=");
 		for (size_t k = 0; k < KIWI_ARRAY_SIZE(whole); k++)
 			if (strlen(whole[k]) == len && !strncmp(argv[i] + 2, whole[k], len))
-				return kiwi_cli_usage_error("session exec", "--%s is the session's, set at `session create`",
+				return kiwi_cli_usage_error(cmd, "--%s is the session's, set at `session create`",
 							    whole[k]);
 	}
 	return 0;
@@ -447,7 +463,7 @@ static int session_exec(int argc, char **argv)
 	if (argc < 2 || argv[1][0] == '-')
 		return kiwi_cli_usage_error("session exec", "give the session's id first: session exec ID [OPTIONS] -- CMD");
 	const char *id = argv[1];
-	if (refuse_create_flags(argc - 1, argv + 1) != 0)
+	if (session_refuse_create_flags("session exec", argc - 1, argv + 1) != 0)
 		return KIWI_EXIT_FAILED;
 	_cleanup_(run_session_release) struct run_session s;
 	run_session_init(&s, "session exec");
@@ -481,32 +497,38 @@ static int session_exec(int argc, char **argv)
 		free_strings(owned, n_owned);
 		return KIWI_EXIT_FAILED;
 	}
-	/* Only the exec's own variables: the session's environment is the base
-	 * its pid 1 holds. */
-	char **env = reallocarray(s.a.user_env, s.a.n_user_env + 1, sizeof(*env));
-	if (env)
-		s.a.user_env = env;
-	if (!env || run_session_open_verdict(&s) < 0) {
+	if (run_session_open_verdict(&s) < 0) {
 		free_strings(owned, n_owned);
 		return KIWI_EXIT_FAILED;
 	}
-	s.a.user_env[s.a.n_user_env] = NULL;
-	struct kiwi_session_exec x = {
-		.argv = s.a.cfg.argv, .envp = s.a.user_env, .cwd = s.a.cwd_set ? s.a.cfg.cwd : "",
-		.tty = s.a.cfg.tty, .keep_background = o.keep_background, .timeout_ns = s.a.cfg.timeout_ns,
-		.kill_grace_ns = s.a.cfg.kill_grace_ns, .output_limit = s.a.cfg.output_limit,
-		.output_limit_kill = s.a.cfg.output_limit_kill, .stdout_dest = STDOUT_FILENO,
-		.stderr_dest = STDERR_FILENO,
-	};
-	failed = run_session_prepare_output(&s) < 0;
-	if (!failed) {
-		x.stdout_dest = s.a.cfg.stdout_dest;
-		x.stderr_dest = s.a.cfg.stderr_dest;
-		failed = kiwi_session_exec(&e, &x, &s.res, &s.err) < 0;
-	}
+	failed = session_run_exec(&s, &e, o.keep_background);
 	int status = run_session_finish(&s, failed);
 	free_strings(owned, n_owned);
 	return status;
+}
+
+bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background)
+{
+	/* Only the exec's own variables: the session's environment is the base
+	 * its pid 1 holds. */
+	char **env = reallocarray(s->a.user_env, s->a.n_user_env + 1, sizeof(*env));
+	if (!env)
+		return kiwi_error(&s->err, ENOMEM, "env", "out of memory") < 0;
+	s->a.user_env = env;
+	s->a.user_env_cap = s->a.n_user_env + 1;
+	s->a.user_env[s->a.n_user_env] = NULL;
+	struct kiwi_session_exec x = {
+		.argv = s->a.cfg.argv, .envp = s->a.user_env, .cwd = s->a.cwd_set ? s->a.cfg.cwd : "",
+		.tty = s->a.cfg.tty, .keep_background = keep_background, .timeout_ns = s->a.cfg.timeout_ns,
+		.kill_grace_ns = s->a.cfg.kill_grace_ns, .output_limit = s->a.cfg.output_limit,
+		.output_limit_kill = s->a.cfg.output_limit_kill, .stdout_dest = STDOUT_FILENO,
+		.stderr_dest = STDERR_FILENO, .stdout_tail = s->a.cfg.stdout_tail, .stderr_tail = s->a.cfg.stderr_tail,
+	};
+	if (run_session_prepare_output(s) < 0)
+		return true;
+	x.stdout_dest = s->a.cfg.stdout_dest;
+	x.stderr_dest = s->a.cfg.stderr_dest;
+	return kiwi_session_exec(e, &x, &s->res, &s->err) < 0;
 }
 
 /* ---- cp ---------------------------------------------------------------- */

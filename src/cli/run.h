@@ -101,4 +101,15 @@ int run_session_prepare_output(struct run_session *s);
 /* One error line, the verdict, the network teardown; the exit status. */
 int run_session_finish(struct run_session *s, bool failed);
 
+/* The install half of the phase policy at path (kiwi-run-policy(5)): its
+ * network, as flags would set it (cmd_phase.c; session create --policy). */
+int phase_policy_network(const char *path, struct run_args *a);
+/* Sessions' own (cmd_session.c), shared with phase --session: */
+struct kiwi_registry_entry;
+/* Refuses, by name, the flags that shape a whole session. */
+int session_refuse_create_flags(const char *cmd, int argc, char **argv);
+/* s's command as one exec of session e: output, then the exec; true when
+ * it failed (s->err). The verdict is run_session_finish()'s. */
+bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background);
+
 #endif

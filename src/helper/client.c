@@ -356,36 +356,9 @@ struct kiwi_egress *kiwi_helper_egress(const struct kiwi_helper *h)
 	return h ? h->gate : NULL;
 }
 
-/* In a child of ours: into the sandbox's user namespace (ours: we have
- * every capability there) and its network namespace, configure its end. */
-static int configure_inside(int pidfd, const struct kiwi_egress_child *child, kiwi_err *err)
+static int setup_inside(void *child, kiwi_err *err)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return kiwi_error(err, errno, STEP, "cannot create a pipe");
-	pid_t pid = fork();
-	if (pid == 0) {
-		kiwi_err e = { 0 };
-		if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0)
-			kiwi_error(&e, errno, "egress", "cannot enter the sandbox's network namespace");
-		else
-			kiwi_egress_setup_inside(child, &e);
-		_exit(write(p[1], &e, sizeof(e)) == (ssize_t)sizeof(e) ? 0 : 1);
-	}
-	close(p[1]);
-	kiwi_err e = { 0 };
-	ssize_t n = pid < 0 ? -1 : read(p[0], &e, sizeof(e));
-	close(p[0]);
-	if (pid > 0)
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	if (n != (ssize_t)sizeof(e))
-		return kiwi_error(err, pid < 0 ? errno : EIO, "egress", "cannot configure the sandbox's end of the veth");
-	if (e.step[0]) {
-		*err = e;
-		return -1;
-	}
-	return 0;
+	return kiwi_egress_setup_inside(child, err);
 }
 
 int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
@@ -402,7 +375,7 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 		return -1;
 	if (!kiwi_json_int(kiwi_json_get(j, "host_ifindex"), &host_ifindex))
 		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-attach has no host_ifindex");
-	if (configure_inside(pidfd, &h->child, err) < 0)
+	if (kiwi_egress_run_inside(pidfd, setup_inside, &h->child, err) < 0)
 		return -1;
 	/* the gate's thread last: configure_inside forks */
 	return kiwi_egress_wait_host((int)host_ifindex, err) < 0 ? -1 : kiwi_egress_gate_start(h->gate, err);

@@ -665,6 +665,101 @@ void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd)
 		close(fd);
 }
 
+/* ---- inside the sandbox's namespaces ---- */
+
+int kiwi_egress_run_inside(int pidfd, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return kiwi_error(err, errno, "egress", "cannot create a pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		kiwi_err e = { 0 };
+		if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0)
+			kiwi_error(&e, errno, "egress", "cannot enter the sandbox's network namespace");
+		else
+			fn(arg, &e);
+		_exit(write(p[1], &e, sizeof(e)) == (ssize_t)sizeof(e) ? 0 : 1);
+	}
+	close(p[1]);
+	kiwi_err e = { 0 };
+	ssize_t n = pid < 0 ? -1 : read(p[0], &e, sizeof(e));
+	close(p[0]);
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (n != (ssize_t)sizeof(e))
+		return kiwi_error(err, pid < 0 ? errno : EIO, "egress", "cannot act in the sandbox's network namespace");
+	if (e.step[0]) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- sealing: the network taken away for good ---- */
+
+struct links {
+	char names[16][32];
+	size_t n, other;
+};
+
+static void note_link(const char *name, void *arg)
+{
+	struct links *l = arg;
+	if (!strcmp(name, "lo"))
+		return;
+	if (l->n < KIWI_ARRAY_SIZE(l->names))
+		snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", name);
+	else
+		l->other++;
+}
+
+/* In the sandbox's namespaces: every link but lo goes (a veth's peer on
+ * the host with it), then none may be left. */
+static int drop_links(void *arg, kiwi_err *err)
+{
+	(void)arg;
+	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
+	if (!nl)
+		return -1;
+	for (int round = 0; round < 4; round++) {
+		struct links l = { 0 };
+		if (kiwi_rtnl_links_named(nl, "", note_link, &l, err) < 0)
+			return -1;
+		if (!l.n && !l.other)
+			return 0;
+		for (size_t i = 0; i < l.n; i++)
+			if (kiwi_rtnl_link_del(nl, l.names[i], err) < 0)
+				return -1;
+	}
+	return kiwi_error(err, EBUSY, "egress", "the sandbox's links would not go");
+}
+
+int kiwi_egress_seal(struct kiwi_egress *e, int pidfd, kiwi_err *err)
+{
+	/* The gate's thread first: the fork below wants one thread, and
+	 * nothing is left for it to serve. */
+	if (e && e->gate) {
+		kiwi_egress_audit_read(e, NULL);
+		e->gate_ops->close(TAKE_PTR(e->gate));
+		e->gate_dns = e->gate_tcp = 0;
+	}
+	if (kiwi_egress_run_inside(pidfd, drop_links, NULL, err) < 0)
+		return -1;
+	if (e)
+		kiwi_egress_audit_read(e, NULL);
+	/* Ours (root): the host end went with its peer; the table too now.
+	 * kiwi-helper's keeper removes its own once the link is gone. */
+	if (e && e->table_made && kiwi_egress_delete_table(e->table, e->nft, err) < 0)
+		return -1;
+	if (e) {
+		e->table_made = false;
+		e->veth_made = false;
+	}
+	return 0;
+}
+
 /* ---- the end ---- */
 
 static void keep_first(kiwi_err *first, const kiwi_err *e, int r)
@@ -714,6 +809,7 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 		close(e->lock_fd);
 	}
 	pthread_mutex_destroy(&e->audit_lock);
+	free(e->ring);
 	free(e);
 	return err && err->step[0] ? -1 : 0;
 }

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,20 @@ static void write_line(struct kiwi_egress *e, const struct kiwi_egress_event *ev
 	}
 }
 
+static void record(struct egress_ring *r, const struct kiwi_egress_event *ev)
+{
+	struct egress_event_copy *c = &r->v[r->seq++ % EGRESS_RING];
+	c->ev = *ev;
+	snprintf(c->rule, sizeof(c->rule), "%s", ev->rule ? ev->rule : "not_allowed");
+	snprintf(c->name, sizeof(c->name), "%s", ev->name ? ev->name : "");
+	c->ev.rule = c->rule;
+	c->ev.name = ev->name ? c->name : NULL;
+	if (ev->allowed)
+		r->allowed++;
+	else
+		r->blocked++;
+}
+
 void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_event *ev)
 {
 	pthread_mutex_lock(&e->audit_lock);
@@ -95,6 +110,8 @@ void kiwi_egress_audit_event(struct kiwi_egress *e, const struct kiwi_egress_eve
 	if (!ev->allowed || ev->port) {
 		count(ev->allowed ? &e->allowed : &e->blocked, ev);
 		kiwi_net_attempts_add(&e->attempts, ev->family, ev->proto, ev->dst, ev->port);
+		if (e->ring)
+			record(e->ring, ev);
 	}
 	write_line(e, ev);
 	pthread_mutex_unlock(&e->audit_lock);
@@ -178,49 +195,66 @@ int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err)
 	return fd < 0 ? 0 : kiwi_nflog_drain_fd(fd, on_packet, e, &e->lost, err);
 }
 
-static void write_summary(kiwi_json_writer *w, const char *key, const struct egress_summary *s)
-{
-	kiwi_jw_key(w, key);
-	kiwi_jw_open_array(w);
-	for (size_t i = 0; s && i < s->n; i++) {
-		const struct egress_dest *d = &s->v[i];
-		kiwi_jw_open_object(w);
-		kiwi_nflog_write_tuple(w, d->family, d->proto, NULL, d->dst, d->port);
-		kiwi_jw_key(w, "rule");
-		kiwi_jw_string(w, d->rule);
-		if (d->name[0]) {
-			kiwi_jw_key(w, "name");
-			kiwi_jw_string(w, d->name);
-		}
-		kiwi_jw_key(w, "count");
-		kiwi_jw_int(w, (long long)d->count);
-		kiwi_jw_close_object(w);
-	}
-	kiwi_jw_close_array(w);
-}
-
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 {
-	if (e)
-		pthread_mutex_lock((pthread_mutex_t *)&e->audit_lock);
-	write_summary(w, "egress_blocked", e ? &e->blocked : NULL);
-	/* beyond the bound, and the kernel's drops when we fell behind (an
-	 * attempt lost that way was most likely denied: a flood is) */
-	kiwi_jw_key(w, "egress_blocked_other");
-	kiwi_jw_int(w, e ? (long long)(e->blocked.other + e->lost) : 0);
-	write_summary(w, "egress_allowed", e ? &e->allowed : NULL);
-	kiwi_jw_key(w, "egress_allowed_other");
-	kiwi_jw_int(w, e ? (long long)e->allowed.other : 0);
-	kiwi_jw_key(w, "egress_ipv6");
-	kiwi_jw_bool(w, e && e->ipv6);
-	if (e && !e->ipv6 && e->ipv6_off[0]) {
-		kiwi_jw_key(w, "egress_ipv6_off");
-		kiwi_jw_string(w, e->ipv6_off);
+	if (!e) {
+		kiwi_egress_write_fields(w, NULL, NULL, 0, NULL, false, "");
+		return;
 	}
-	/* egress and the network audit are one mechanism: the audit's fields,
-	 * every attempt allowed or denied */
-	struct kiwi_net_attempts none = { 0 };
-	kiwi_net_audit_write_verdict(w, e ? &e->attempts : &none);
-	if (e)
-		pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
+	pthread_mutex_lock((pthread_mutex_t *)&e->audit_lock);
+	kiwi_egress_write_fields(w, &e->blocked, &e->allowed, e->lost, &e->attempts, e->ipv6, e->ipv6_off);
+	pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
+}
+
+/* ---- one exec's window ---- */
+
+void kiwi_egress_mark(struct kiwi_egress *e, struct kiwi_egress_mark *m)
+{
+	*m = (struct kiwi_egress_mark){ 0 };
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->audit_lock);
+	if (!e->ring)
+		e->ring = calloc(1, sizeof(*e->ring));
+	if (e->ring)
+		*m = (struct kiwi_egress_mark){ e->ring->seq, e->ring->allowed, e->ring->blocked, e->lost };
+	pthread_mutex_unlock(&e->audit_lock);
+}
+
+/* The events after m still in the ring, counted as a run's; those the ring
+ * no longer holds go to the *_other counts. */
+static void fold(struct kiwi_egress_tally *t, const struct egress_ring *r, const struct kiwi_egress_mark *m)
+{
+	uint64_t from = m->seq, oldest = r->seq > EGRESS_RING ? r->seq - EGRESS_RING : 0;
+	uint64_t allowed = 0, blocked = 0;
+	if (from < oldest)
+		from = oldest;
+	for (uint64_t i = from; i < r->seq; i++) {
+		const struct kiwi_egress_event *ev = &r->v[i % EGRESS_RING].ev;
+		count(ev->allowed ? &t->allowed : &t->blocked, ev);
+		kiwi_net_attempts_add(&t->attempts, ev->family, ev->proto, ev->dst, ev->port);
+		*(ev->allowed ? &allowed : &blocked) += 1;
+	}
+	uint64_t gone_allowed = r->allowed - m->allowed - allowed, gone_blocked = r->blocked - m->blocked - blocked;
+	t->allowed.other += gone_allowed;
+	t->blocked.other += gone_blocked;
+	t->attempts.total += gone_allowed + gone_blocked;
+}
+
+struct kiwi_egress_tally *kiwi_egress_tally_since(struct kiwi_egress *e, const struct kiwi_egress_mark *m)
+{
+	struct kiwi_egress_tally *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->magic = TALLY_MAGIC;
+	if (!e)
+		return t;
+	t->ipv6 = e->ipv6;
+	snprintf(t->ipv6_off, sizeof(t->ipv6_off), "%s", e->ipv6_off);
+	pthread_mutex_lock(&e->audit_lock);
+	t->lost = e->lost >= m->lost ? e->lost - m->lost : 0;
+	if (e->ring && m->seq <= e->ring->seq)
+		fold(t, e->ring, m);
+	pthread_mutex_unlock(&e->audit_lock);
+	return t;
 }

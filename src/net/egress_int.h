@@ -37,6 +37,38 @@ struct egress_summary {
 	uint64_t other;               /* attempts whose destination did not fit */
 };
 
+/* What one stretch of a session's life tried (kiwi_egress_tally_since):
+ * the verdict's fields, as a whole run's, over its events alone. Plain
+ * data: it crosses the session's socket to the exec's client. */
+struct kiwi_egress_tally {
+	uint32_t magic;
+	struct egress_summary blocked, allowed;
+	struct kiwi_net_attempts attempts;
+	uint64_t lost;
+	bool ipv6;                    /* the session's, as egress_ipv6 */
+	char ipv6_off[KIWI_EGRESS_IPV6_OFF_MAX];
+};
+
+#define TALLY_MAGIC 0x6b657467u
+/* egress_tally.c: the verdict's fields over these (each may be NULL). */
+void kiwi_egress_write_fields(kiwi_json_writer *w, const struct egress_summary *blocked,
+			      const struct egress_summary *allowed, uint64_t lost, const struct kiwi_net_attempts *attempts,
+			      bool ipv6, const char *ipv6_off);
+
+/* The events since a session's first mark, the newest EGRESS_RING kept:
+ * an exec's tally is folded from them. */
+#define EGRESS_RING 256
+struct egress_event_copy {
+	struct kiwi_egress_event ev;  /* rule and name point into the copy */
+	char rule[EGRESS_RULE_MAX];
+	char name[KIWI_EGRESS_NAME_MAX + 1];
+};
+struct egress_ring {
+	struct egress_event_copy v[EGRESS_RING];
+	uint64_t seq;                 /* events recorded so far; v[seq % EGRESS_RING] is next */
+	uint64_t allowed, blocked;    /* and of those, each kind */
+};
+
 /* The sandboxes' IPv6 addresses: a unique local /96 of kiwi-run's whose
  * last 32 bits are the IPv4 block's (so one lock serves both): a /126
  * each, ::block+1 the host side, ::block+2 the sandbox. */
@@ -74,6 +106,7 @@ struct kiwi_egress {
 	struct kiwi_net_attempts attempts;   /* the network audit's fields, from the same events */
 	uint64_t audit_lines;
 	unsigned lost;
+	struct egress_ring *ring;   /* NULL until the first mark (sessions only) */
 	/* host_allowlist: the name gate, attached by the launcher (never by
 	 * kiwi-helper, which has no gate code); ports 0: none */
 	struct kiwi_egress_gate *gate;

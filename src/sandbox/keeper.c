@@ -400,6 +400,30 @@ static void reap(struct keeper *k)
 			}
 }
 
+/* The switch to verify (kiwi-run-phase(1)): every process of the session
+ * but pid 1 is killed, kept ones and running execs alike, and reaped
+ * before the supervisor hears of it. kill(-1) from pid 1 reaches the whole
+ * pid namespace but pid 1; a fork racing it fails (the parent has a fatal
+ * signal pending), and orphans come to pid 1, so once no child is left
+ * and kill(-1, 0) finds no one, nothing runs. */
+static void purge(struct keeper *k)
+{
+	int reaped = 0;
+	for (int round = 0; round < 1000; round++) {
+		if (kill(-1, SIGKILL) < 0 && errno == ESRCH)
+			break;
+		pid_t p;
+		while ((p = waitpid(-1, NULL, 0)) > 0 || (p < 0 && errno == EINTR))
+			reaped += p > 0;
+	}
+	/* The leaders went too: their clients hear EOF. */
+	k->n_leaders = 0;
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_PURGED, .value = reaped,
+				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+	kiwi_sync_send(k->sock, &m);
+	tell_supervisor(k, KIWI_SYNC_EXEC_END);
+}
+
 static void new_exec(struct keeper *k, int conn, const struct kiwi_init_args *args)
 {
 	if (k->n_leaders == KIWI_KEEPER_MAX_EXECS) {
@@ -453,6 +477,8 @@ _Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 			_exit(0);  /* the supervisor is gone: so is the session */
 		if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0)
 			new_exec(&k, TAKE_FD(fd), args);
+		else if (r > 0 && m.type == KIWI_SYNC_PURGE)
+			purge(&k);
 		else if (r > 0 && m.type == KIWI_SYNC_KILL && m.value == SIGKILL)
 			_exit(0);  /* the session's end: the namespace goes with pid 1 */
 		else if (r > 0 && m.type == KIWI_SYNC_KILL)

@@ -135,6 +135,8 @@ struct follow {
 	/* A session: execs running now, and when the last one ended. */
 	struct kiwi_session_hooks *session;
 	int cg_leaf_fd;           /* a session's pid 1 starts in <cgroup>/keeper; else -1 */
+	int seal_fd;              /* the SEAL client waiting for pid 1's purge; else -1 */
+	bool sealed;              /* the network is gone for good */
 	int execs;
 	int64_t idle_since, ready_at;
 };
@@ -288,6 +290,22 @@ static void on_exec_count(struct follow *f, int running)
 	arm_session_timer(f);
 }
 
+/* Pid 1 killed every other process: now the network, then the answer.
+ * The links are dropped from inside at every seal (a no-op once gone). */
+static void seal_network(struct follow *f, int reaped)
+{
+	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
+	struct kiwi_egress *e = f->audited;
+	if (f->cfg->egress && kiwi_egress_seal(e, f->pidfd, &r.err) < 0)
+		r.ok = 0;
+	else
+		f->sealed = true;
+	if (f->seal_fd >= 0)
+		(void)!send(f->seal_fd, &r, sizeof(r), MSG_NOSIGNAL);
+	if (f->seal_fd >= 0)
+		close(TAKE_FD(f->seal_fd));
+}
+
 static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 {
 	struct kiwi_sandbox_result *res = f->res;
@@ -305,6 +323,10 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 	case KIWI_SYNC_EXEC_END:
 		if (f->session)
 			on_exec_count(f, m->value);
+		break;
+	case KIWI_SYNC_PURGED:
+		if (f->session)
+			seal_network(f, m->value);
 		break;
 	case KIWI_SYNC_ERROR:
 		*f->err = m->err;
@@ -446,6 +468,21 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 	return r;
 }
 
+/* Everything the kernel logged so far is read first: an exec that ended
+ * has all its attempts in the tally. */
+static void answer_tally(struct follow *f, int conn, const struct kiwi_egress_mark *since)
+{
+	struct kiwi_egress *e = f->cfg->egress ? f->audited : NULL;
+	if (e)
+		kiwi_egress_audit_read(e, NULL);
+	struct kiwi_session_tally_reply r = { .sealed = f->sealed };
+	kiwi_egress_mark(e, &r.mark);
+	_cleanup_free_ struct kiwi_egress_tally *t = since ? kiwi_egress_tally_since(e, since) : NULL;
+	r.has_tally = t != NULL;
+	if (send(conn, &r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r) && t)
+		(void)!send(conn, t, kiwi_egress_tally_size(), MSG_NOSIGNAL);
+}
+
 /* A client of the session: only the session's owner (the directory the
  * socket is in is theirs alone; the peer's credentials are checked all the
  * same). One byte says what it wants: 'x' an exec, whose connection goes
@@ -462,9 +499,14 @@ static void on_client(struct follow *f)
 		return;
 	struct timeval tv = { .tv_sec = 2 };
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	char op;
-	if (recv(conn, &op, 1, 0) != 1)
+	union {
+		char op;
+		struct kiwi_session_tally_request tally;
+	} req = { 0 };
+	ssize_t n = recv(conn, &req, sizeof(req), 0);
+	if (n < 1)
 		return;
+	char op = req.op;
 	tv.tv_sec = 0;
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (op == 'x' && !f->killing) {
@@ -472,6 +514,11 @@ static void on_client(struct follow *f)
 		kiwi_sync_send_fd(f->sock, &m, conn);
 	} else if (op == 's' && f->session->snapshot && !f->killing) {
 		f->session->snapshot(f->session->ctx, conn, f->layer_fd, f->cg);
+	} else if (op == KIWI_SESSION_OP_TALLY) {
+		answer_tally(f, conn, n == (ssize_t)sizeof(req.tally) && req.tally.has_since ? &req.tally.since : NULL);
+	} else if (op == KIWI_SESSION_OP_SEAL && !f->killing && f->seal_fd < 0) {
+		f->seal_fd = TAKE_FD(conn);
+		send_to_init(f, KIWI_SYNC_PURGE, 0);
 	} else if (op == 'd') {
 		if (f->session->destroy_fd < 0)
 			f->session->destroy_fd = TAKE_FD(conn);
@@ -804,7 +851,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			    .sigfd = -1, .timerfd = -1, .cg = cg, .egress = res->egress,
 			    /* through kiwi-helper: the caller's half, with the audit */
 			    .audited = res->egress ? res->egress : kiwi_helper_egress(res->helper), .audit_fd = -1,
-			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1 };
+			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1,
+			    .seal_fd = -1 };
 	/* A session's pid 1 lives in a leaf of its own, so that the session's
 	 * cgroup can hand its controllers on to each exec's. */
 	if (cfg->session && cg && !kiwi_cgroup_adopted(cg)) {
@@ -855,7 +903,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	kiwi_output_close(&f.errout);
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
-	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd };
+	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
+		      f.seal_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -1050,6 +1099,7 @@ int kiwi_sandbox_result_release(struct kiwi_sandbox_result *res, kiwi_err *err)
 	if (res->has_layer)
 		close(res->layer_fd);
 	res->has_layer = false;
+	free(TAKE_PTR(res->egress_tally));
 	struct kiwi_egress *e = TAKE_PTR(res->egress);
 	int r = kiwi_helper_stop(TAKE_PTR(res->helper), err);
 	if (e && kiwi_egress_teardown(e, r < 0 ? NULL : err) < 0)

@@ -131,7 +131,9 @@ static void write_bounds(kiwi_json_writer *w, const struct kiwi_sandbox_result *
 	kiwi_jw_string(w, network);
 	/* egress without a module of ours (through kiwi-helper, or failed
 	 * before it was made): the fields, empty */
-	if (!strcmp(network, "egress"))   /* the audit's fields too */
+	if (!strcmp(network, "egress") && r->egress_tally)  /* a session's exec: its own attempts */
+		kiwi_egress_write_tally(r->egress_tally, w);
+	else if (!strcmp(network, "egress"))   /* the audit's fields too */
 		kiwi_egress_write_verdict(r->egress ? r->egress : kiwi_helper_egress(r->helper), w);
 	else if (r->net_audit)
 		kiwi_net_audit_write_verdict(w, &r->net_attempts);

@@ -403,12 +403,17 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 {
 	struct timespec at = res->started_at;
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = at };
-	/* The session's network, pinned at create: its kind, for the verdict
-	 * (the attempts are the session's, not counted per exec). */
+	/* The session's network, pinned at create: its kind, for the verdict,
+	 * and with egress the attempts made while the exec ran. */
 	static const char *const kinds[] = { "egress", "audit", "none" };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(kinds); i++)
 		if (!strcmp(e->network, kinds[i]))
 			res->network = kinds[i];
+	struct kiwi_session_tally_reply before = { 0 };
+	kiwi_err ignored = { 0 };
+	bool marked = res->network == kinds[0] && kiwi_session_tally(e, NULL, &before, NULL, &ignored) == 0;
+	if (marked && before.sealed)
+		res->network = "none";   /* phase verify took it away for good */
 	if (!at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1,
@@ -426,6 +431,9 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 	sigprocmask(SIG_BLOCK, &fwd, &old);
 	c.sigfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
 	int r = c.sigfd < 0 ? kiwi_error(err, errno, "exec", "cannot watch signals") : run_exec(&c, e);
+	struct kiwi_session_tally_reply after;
+	if (marked && !before.sealed && res->started)
+		kiwi_session_tally(e, &before.mark, &after, &res->egress_tally, &ignored);
 	kiwi_term_restore(&c.term);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	kiwi_output_close(&c.out);

@@ -44,7 +44,7 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 	return 0;
 }
 
-int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
+int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	if (kiwi_session_socket_path(e->id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
@@ -55,9 +55,63 @@ int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err 
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", e->id,
 				  errno == ENOENT || errno == ECONNREFUSED ? "it is ending" : "its socket");
-	if (send(fd, &op, 1, MSG_NOSIGNAL) != 1)
+	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
 		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", e->id);
 	return TAKE_FD(fd);
+}
+
+int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
+{
+	return kiwi_session_request(e, &op, 1, err);
+}
+
+static ssize_t recv_all(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+	do
+		n = recv(fd, buf, len, 0);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_egress_mark *since,
+		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, kiwi_err *err)
+{
+	struct kiwi_session_tally_request req = { .op = KIWI_SESSION_OP_TALLY, .has_since = since != NULL };
+	if (since)
+		req.since = *since;
+	_cleanup_close_ int conn = kiwi_session_request(e, &req, sizeof(req), err);
+	if (conn < 0)
+		return -1;
+	if (recv_all(conn, r, sizeof(*r)) != (ssize_t)sizeof(*r))
+		return kiwi_error(err, EPROTO, "session", "session `%s` did not say where its audit stands", e->id);
+	if (!since || !tally)
+		return 0;
+	size_t len = kiwi_egress_tally_size();
+	_cleanup_free_ void *buf = r->has_tally ? malloc(len + 1) : NULL;
+	ssize_t n = buf ? recv_all(conn, buf, len + 1) : -1;
+	*tally = n > 0 ? kiwi_egress_tally_load(buf, (size_t)n) : NULL;
+	if (!*tally)
+		return kiwi_error(err, EPROTO, "session", "session `%s` sent no tally of the exec's attempts", e->id);
+	return 0;
+}
+
+int kiwi_session_seal(const struct kiwi_registry_entry *e, int *reaped, kiwi_err *err)
+{
+	_cleanup_close_ int conn = kiwi_session_connect(e, KIWI_SESSION_OP_SEAL, err);
+	if (conn < 0)
+		return -1;
+	struct kiwi_session_seal_reply r = { 0 };
+	ssize_t n = recv_all(conn, &r, sizeof(r));
+	if (n != (ssize_t)sizeof(r))
+		return kiwi_error(err, n < 0 ? errno : EPROTO, "session",
+				  "session `%s` did not confirm that its processes and network are gone", e->id);
+	if (!r.ok) {
+		*err = r.err;
+		return kiwi_error_wrap(err, "sealing session `%s`", e->id);
+	}
+	*reaped = r.reaped;
+	return 0;
 }
 
 int kiwi_session_ns_users(const char *kind, uint64_t ino)
