@@ -32,6 +32,11 @@
  * (O_CLOEXEC, inherited across clone3). */
 int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiwi_err *err);
 
+/* Once nothing will read the layer again: shuts the filesystem down
+ * without flushing, so that its unmount writes nothing back to an image
+ * that is about to be freed. Best effort. */
+void kiwi_loopfs_discard(int mfd);
+
 /* Whether this host offers the backend to this caller: 0, or -1 with
  * the reason (not root, no /dev/loop-control, no ext4). */
 int kiwi_loopfs_offered(kiwi_err *err);

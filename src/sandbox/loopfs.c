@@ -191,6 +191,18 @@ int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiw
 	return TAKE_FD(mfd);
 }
 
+/* ext4's (and XFS's) shutdown ioctl, not in the uapi headers. */
+#define EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#define EXT4_GOING_FLAGS_NOLOGFLUSH 0x2
+
+void kiwi_loopfs_discard(int mfd)
+{
+	_cleanup_close_ int fd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint32_t how = EXT4_GOING_FLAGS_NOLOGFLUSH;
+	if (fd >= 0)
+		(void)ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
+}
+
 int kiwi_loopfs_offered(kiwi_err *err)
 {
 	if (geteuid() != 0)

@@ -1053,6 +1053,9 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_s
 		KIWI_DEBUG(cfg->debug, "run", t, "cgroup", "%s", cg ? kiwi_cgroup_name(cg) : "none (not offered)");
 	}
 	int r = run_with_network(cfg, res, cg, err);
+	/* Landed or dropped: nothing of the image is worth writing back. */
+	if (disk >= 0 && !res->has_layer)
+		kiwi_loopfs_discard(disk);
 	note_bounds(cfg, res);
 	/* A cgroup that cannot go (a task stuck in the kernel) is a leak the
 	 * caller must hear of, whatever the command did. */
