@@ -667,7 +667,7 @@ void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd)
 
 /* ---- inside the sandbox's namespaces ---- */
 
-int kiwi_egress_run_inside(int pidfd, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err)
+int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -675,7 +675,8 @@ int kiwi_egress_run_inside(int pidfd, int (*fn)(void *arg, kiwi_err *err), void 
 	pid_t pid = fork();
 	if (pid == 0) {
 		kiwi_err e = { 0 };
-		if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0)
+		if (net < 0 ? setns(user, CLONE_NEWUSER | CLONE_NEWNET) < 0
+			    : setns(user, CLONE_NEWUSER) < 0 || setns(net, CLONE_NEWNET) < 0)
 			kiwi_error(&e, errno, "egress", "cannot enter the sandbox's network namespace");
 		else
 			fn(arg, &e);
@@ -736,7 +737,7 @@ static int drop_links(void *arg, kiwi_err *err)
 	return kiwi_error(err, EBUSY, "egress", "the sandbox's links would not go");
 }
 
-int kiwi_egress_seal(struct kiwi_egress *e, int pidfd, kiwi_err *err)
+int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, kiwi_err *err)
 {
 	/* The gate's thread first: the fork below wants one thread, and
 	 * nothing is left for it to serve. */
@@ -745,7 +746,7 @@ int kiwi_egress_seal(struct kiwi_egress *e, int pidfd, kiwi_err *err)
 		e->gate_ops->close(TAKE_PTR(e->gate));
 		e->gate_dns = e->gate_tcp = 0;
 	}
-	if (kiwi_egress_run_inside(pidfd, drop_links, NULL, err) < 0)
+	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, err) < 0)
 		return -1;
 	if (e)
 		kiwi_egress_audit_read(e, NULL);

@@ -136,6 +136,7 @@ struct follow {
 	struct kiwi_session_hooks *session;
 	int cg_leaf_fd;           /* a session's pid 1 starts in <cgroup>/keeper; else -1 */
 	int seal_fd;              /* the SEAL client waiting for pid 1's purge; else -1 */
+	int userns_fd, netns_fd;  /* a session with egress: its namespaces, for the seal; else -1 */
 	bool sealed;              /* the network is gone for good */
 	int execs;
 	int64_t idle_since, ready_at;
@@ -296,7 +297,7 @@ static void seal_network(struct follow *f, int reaped)
 {
 	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
 	struct kiwi_egress *e = f->audited;
-	if (f->cfg->egress && kiwi_egress_seal(e, f->pidfd, &r.err) < 0)
+	if (f->cfg->egress && kiwi_egress_seal(e, f->userns_fd, f->netns_fd, &r.err) < 0)
 		r.ok = 0;
 	else
 		f->sealed = true;
@@ -755,6 +756,24 @@ static int register_sandbox(struct follow *f, pid_t pid)
 	return 0;
 }
 
+/* A session with egress keeps its namespaces for the seal, opened while
+ * pid 1 still runs with our credentials: once it has changed them (and
+ * it never execs), the kernel lets only the host's root reach it through
+ * its pid (ptrace's dumpable check), and a rootless seal would fail. */
+static int open_session_ns(struct follow *f, pid_t pid)
+{
+	if (!f->session || !f->cfg->egress)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	f->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	f->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->userns_fd < 0 || f->netns_fd < 0)
+		return kiwi_error(f->err, errno, "session", "cannot open the session's namespaces");
+	return 0;
+}
+
 /* Creates the sandbox and follows it to the end. */
 static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 {
@@ -791,7 +810,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		return -1;
 	f->sigfd = signalfd(-1, fwd, SFD_CLOEXEC | SFD_NONBLOCK);
 	f->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (f->sigfd < 0 || f->timerfd < 0 || release_child(f, pid) < 0) {
+	if (f->sigfd < 0 || f->timerfd < 0 || open_session_ns(f, pid) < 0 || release_child(f, pid) < 0) {
 		if (!f->err->step[0])
 			kiwi_error(f->err, errno, "wait", "cannot watch the sandbox");
 		syscall(SYS_pidfd_send_signal, f->pidfd, SIGKILL, NULL, 0);
@@ -852,7 +871,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			    /* through kiwi-helper: the caller's half, with the audit */
 			    .audited = res->egress ? res->egress : kiwi_helper_egress(res->helper), .audit_fd = -1,
 			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1,
-			    .seal_fd = -1 };
+			    .seal_fd = -1, .userns_fd = -1, .netns_fd = -1 };
 	/* A session's pid 1 lives in a leaf of its own, so that the session's
 	 * cgroup can hand its controllers on to each exec's. */
 	if (cfg->session && cg && !kiwi_cgroup_adopted(cg)) {
@@ -904,7 +923,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
-		      f.seal_fd };
+		      f.seal_fd, f.userns_fd, f.netns_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -422,3 +422,42 @@ def test_quota_holds_over_sessions_killed_at_random_points(in_world, users, worl
     assert quota_held("sandboxes", uid) == 0
     # the seed reaches both kinds of kill with a veth up
     assert ("caller", True) in ends and ("helper", True) in ends, ends
+
+
+def test_verify_takes_a_rootless_sessions_network_away(world, kiwi_run, helper, config):
+    """A session of kiwi-test whose veth and table kiwi-helper made:
+    install reaches the fake upstream, the switch to verify deletes the
+    veth from inside the sandbox (the helper's keeper then drops its
+    table) before verify's command starts, and nothing comes back."""
+    kr, rootfs = kiwi_run
+
+    def kiwi(*args):
+        argv = world.hx("setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups",
+                        "env", f"KIWI_HELPER={helper}", str(kr), *map(str, args))
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    r = kiwi("session", "create", "--rootfs", rootfs, *PUBLIC_FLAGS)
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        assert leftovers(world.host) != ([], [])
+        r = kiwi("phase", "install", "--session", sid, "--verdict-fd", 2, "--", PROBE, "tcp", "203.0.113.10", 80)
+        assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout + r.stderr
+        # its own attempts, from the log socket the helper handed over
+        v = json.loads(r.stderr)
+        assert [(a["dst"], a["port"]) for a in v["egress_allowed"]] == [("203.0.113.10", 80)], v
+        r = kiwi("phase", "verify", "--session", sid, "--", "/bin/sh", "-c",
+                 f"{PROBE} tcp 203.0.113.10 80; {PROBE} cat /proc/net/dev")
+        assert r.returncode == 0, r.stderr
+        probe, dev = [json.loads(l) for l in r.stdout.splitlines()]
+        assert not probe["ok"] and probe["error"] == "ENETUNREACH", probe
+        assert [l.split(":")[0].strip() for l in dev["reply"].splitlines()[2:]] == ["lo"], dev
+        # the helper's keeper removes its table once the link is gone
+        for _ in range(100):
+            if leftovers(world.host) == ([], []):
+                break
+            time.sleep(0.05)
+        assert leftovers(world.host) == ([], []), "the helper's veth or table outlived the switch to verify"
+    finally:
+        r = kiwi("session", "destroy", sid)
+    assert r.returncode == 0 and json.loads(r.stdout)["clean"], r.stdout + r.stderr
