@@ -11,6 +11,11 @@ one run, interleaved.
   loop:   the same start and write with --disk-backend loop (an ext4
           image on a loop device, kiwi/loopfs.h): no goal of its own, its
           cost against both.
+  idmap:  root's start with kiwi's id range and idmapped rootfs and
+          workspace (the default since issue 15's "no host root inside")
+          against the same binary's `--host-root-map` (map 0 0 1, the
+          mounts as they are: the start before it), both with the layered
+          workspace; `--old` may then be left out.
   write:  50,000 small files (100 bytes, 500 directories of 100) written
           by the sandbox into the workspace: the new binary's bounded,
           layered workspace (landing included: the time is kiwi-run's
@@ -20,6 +25,7 @@ one run, interleaved.
 Usage (root, from the tree, after `ninja -C build`):
   bench/layer-cost.py --old OLD_KIWI_RUN [--new build/src/kiwi-run]
                       [--rootfs R] [--starts 200] [--writes 7]
+  bench/layer-cost.py --idmap-only [--new build/src/kiwi-run] [--starts 200]
 OLD_KIWI_RUN: e.g. a build of the commit before the layer:
   git worktree add /var/tmp/kiwi-old a28781b~1 && (cd /var/tmp/kiwi-old &&
   meson setup b && ninja -C b src/kiwi-run)
@@ -66,21 +72,40 @@ def report(name, a_name, a, b_name, b, goal):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--old", required=True)
+    ap.add_argument("--old")
+    ap.add_argument("--idmap-only", action="store_true")
     ap.add_argument("--new", default="build/src/kiwi-run")
     ap.add_argument("--rootfs")
     ap.add_argument("--starts", type=int, default=200)
     ap.add_argument("--writes", type=int, default=7)
     a = ap.parse_args()
+    if not a.old and not a.idmap_only:
+        ap.error("--old OLD_KIWI_RUN, or --idmap-only")
     rootfs = a.rootfs or str(sorted(Path("/var/tmp/kiwi-test-rootfs").glob("*/"))[0])
     scratch = Path(tempfile.mkdtemp(prefix="kiwi-layer-bench-", dir="/var/tmp"))
     ws = scratch / "ws"
     fresh(ws)
+    print(f"load before: {os.getloadavg()}")
+    hrm_start = [a.new, "run", "--host-root-map", "--rootfs", rootfs, "--bind", f"{ws}:/ws:layer", "--",
+                 "/bin/true"]
+    idm_start = [a.new, "run", "--rootfs", rootfs, "--bind", f"{ws}:/ws:layer", "--", "/bin/true"]
+    for _ in range(10):
+        timed(hrm_start), timed(idm_start)
+    hrms, idms = [], []
+    for _ in range(a.starts):
+        hrms.append(timed(hrm_start))
+        idms.append(timed(idm_start))
+    if a.idmap_only:
+        print(f"load after: {os.getloadavg()}")
+        print("| what | tool | median ms | min ms |\n|---|---|---|---|")
+        report("start /bin/true", "--host-root-map (map 0 0 1)", hrms,
+               "kiwi's range, idmapped rootfs + workspace", idms, 1.15)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
     old_start = [a.old, "run", "--rootfs", rootfs, "--bind", f"{ws}:/ws", "--", "/bin/true"]
     new_start = [a.new, "run", "--rootfs", rootfs, "--bind", f"{ws}:/ws:layer", "--", "/bin/true"]
     loop = ["--disk-backend", "loop"]
     loop_start = new_start[:-2] + loop + new_start[-2:]
-    print(f"load before: {os.getloadavg()}")
     for _ in range(10):
         timed(old_start), timed(new_start), timed(loop_start)
     olds, news, loops = [], [], []
@@ -111,6 +136,8 @@ def main():
            "layer + layered workspace", news, 1.15)
     report("start /bin/true", "before the layer (bind in place)", olds,
            "loop backend + layered workspace", loops, None)
+    report("start /bin/true", "--host-root-map (map 0 0 1)", hrms,
+           "kiwi's range, idmapped rootfs + workspace", idms, 1.15)
     report("50,000 files", "plain directory (bind in place)", old_w,
            "bounded layered workspace, landed", new_w, 1.3)
     report("50,000 files", "plain directory (bind in place)", old_w,

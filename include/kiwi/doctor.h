@@ -11,6 +11,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+
+#include "kiwi/err.h"
 
 enum kiwi_check_status {
 	KIWI_CHECK_OK,
@@ -31,5 +34,9 @@ struct kiwi_check_result {
 bool kiwi_doctor_run(struct kiwi_check_result *out);
 size_t kiwi_doctor_count(void);
 const char *kiwi_check_status_name(enum kiwi_check_status s);
+/* --fix, as root: appends kiwi's range (KIWI_SUBID_OWNER, 65536 ids, past
+ * every range there and below 2^31) to /etc/subuid and /etc/subgid where
+ * it is missing, saying what it did on out. */
+int kiwi_doctor_fix(FILE *out, kiwi_err *err);
 
 #endif

@@ -15,8 +15,11 @@
  * openat2 and refuses symlinks, and every mount is attached through an fd
  * (fsmount/open_tree + move_mount), so a hostile rootfs cannot redirect a
  * mount elsewhere. Ends with the old root detached and cwd at "/", and
- * *layer holding the root of the writable layer (kiwi/fslayer.h). */
-int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer, kiwi_err *err);
+ * *layer holding the root of the writable layer (kiwi/fslayer.h). trees:
+ * the idmapped rootfs and binds kiwi-run made (kiwi/idmount.h), or NULL. */
+struct kiwi_idmounts;
+int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, const struct kiwi_idmounts *trees, int *layer,
+		      kiwi_err *err);
 /* A new, still detached, filesystem instance; opts are key/value pairs
  * (value "": a flag). */
 int kiwi_mount_new_fs(const char *fstype, const char *const *opts, unsigned attrs, kiwi_err *err);

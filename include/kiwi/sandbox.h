@@ -151,9 +151,16 @@ struct kiwi_sandbox_config {
 	bool net_audit;
 
 	/* The user namespace's id maps. NULL: the caller's own uid and gid at
-	 * 0 (root's 0 at 0). Else written by kiwi-run when root or when the
+	 * 0 (root: see host_root_map). Else written by kiwi-run when root or when the
 	 * map is the caller's own ids alone, by kiwi-helper(8) otherwise. */
 	const struct kiwi_idmap *idmap;
+	/* Root, no idmap: the sandbox's ids 0..65535 are kiwi's range of
+	 * /etc/subuid and /etc/subgid, and the rootfs and binds idmapped
+	 * mounts (kiwi/idmount.h), unless host_root_map asks for today's
+	 * 0 0 1 (--host-root-map). */
+	bool host_root_map;
+	/* Set by kiwi_sandbox_run itself when it chose that default map. */
+	bool idmounts;
 	/* The ids pid 1 and the command take on inside (mapped ones); 0:0
 	 * unless --user said otherwise. */
 	uint32_t uid, gid;

@@ -39,6 +39,34 @@ int kiwi_idmap_add(struct kiwi_id_extent *map, size_t *n, const char *text, kiwi
  * do). Pure code: fuzzed. */
 int kiwi_userns_parse_user(const char *text, uint32_t *uid, uint32_t *gid, kiwi_err *err);
 
+/* The owner whose /etc/subuid and /etc/subgid ranges a root caller's
+ * sandboxes map to by default (kiwi-run(1), ID MAPPING): a name with no
+ * login account behind it, written by `kiwi-run doctor --fix`. */
+#define KIWI_SUBID_OWNER "kiwi"
+/* Ids a default map holds: every id a tarball may name (65536). */
+#define KIWI_SUBID_COUNT 65536u
+
+/* A decimal id of exactly len bytes (at most 10 digits, <= 2^32-1). */
+bool kiwi_userns_parse_id(const char *s, size_t len, uint32_t *out);
+/* One "owner:start:count" line of /etc/subuid or /etc/subgid (len bytes,
+ * no newline): *owner points into s. False for a malformed line, a start
+ * of 0 or a range past 2^32-1, which shadow's tools skip too. Pure code:
+ * fuzzed. */
+bool kiwi_subid_line(const char *s, size_t len, const char **owner, size_t *owner_len, uint32_t *start,
+		     uint32_t *count);
+/* One well-formed line of an /etc/subuid-style text. */
+struct kiwi_subid {
+	const char *owner;   /* into the text, owner_len bytes */
+	size_t owner_len;
+	uint32_t start, count;
+};
+/* The next well-formed line from *at (0 at first) on, *at moved past it;
+ * false at the end. Pure code: fuzzed. */
+bool kiwi_subid_next(const char *text, size_t len, size_t *at, struct kiwi_subid *e);
+/* The first range of owner in an /etc/subuid-style text holding at least
+ * want ids: true with *start set. Pure code: fuzzed. */
+bool kiwi_subid_find(const char *text, size_t len, const char *owner, uint32_t want, uint32_t *start);
+
 /* True when id (inside) is mapped by one of the extents. */
 bool kiwi_idmap_maps(const struct kiwi_id_extent *map, size_t n, uint32_t id);
 

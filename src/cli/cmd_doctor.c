@@ -12,6 +12,7 @@
 
 static const struct option doctor_options[] = {
 	{ "json", no_argument, NULL, 'j' },
+	{ "fix", no_argument, NULL, 'f' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -60,7 +61,7 @@ static int print_json(const struct kiwi_check_result *r, size_t n, bool ok)
 
 int kiwi_cmd_doctor(int argc, char **argv)
 {
-	bool json = false;
+	bool json = false, fix = false;
 	int c;
 	opterr = 0;
 	optind = 1;
@@ -69,10 +70,14 @@ int kiwi_cmd_doctor(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'f':
+			fix = true;
+			break;
 		case 'h':
-			printf("usage: kiwi-run doctor [--json]\n\n"
+			printf("usage: kiwi-run doctor [--json] [--fix]\n\n"
 			       "Checks what kiwi-run needs from this host and says how to fix what\n"
 			       "does not work. Exits 0 when a default run works here, 1 when not.\n"
+			       "--fix (root) first adds kiwi's id range to /etc/subuid and /etc/subgid.\n"
 			       "See kiwi-run-doctor(1).\n");
 			return 0;
 		default:
@@ -81,6 +86,13 @@ int kiwi_cmd_doctor(int argc, char **argv)
 	}
 	if (optind < argc)
 		return kiwi_cli_usage_error("doctor", "unexpected argument `%s`", argv[optind]);
+	if (fix) {
+		kiwi_err e = { 0 };
+		if (kiwi_doctor_fix(stdout, &e) < 0) {
+			kiwi_cli_print_error(&e);
+			return KIWI_EXIT_FAILED;
+		}
+	}
 	size_t n = kiwi_doctor_count();
 	_cleanup_free_ struct kiwi_check_result *r = calloc(n, sizeof(*r));
 	if (!r)

@@ -409,7 +409,7 @@ int session_refuse_create_flags(const char *cmd, int argc, char **argv)
 	static const char *const whole[] = {
 		"rootfs", "image", "image-cache", "hostname", "bind", "rw-root", "seccomp", "disk", "memory",
 		"memory-swap", "pids", "cpus", "io-weight", "io-max", "cgroup-parent", "landlock", "network",
-		"uidmap", "gidmap", "user", "preserve-fd", "allow-cidr", "allow-host", "allow-port", "egress",
+		"uidmap", "gidmap", "user", "host-root-map", "preserve-fd", "allow-cidr", "allow-host", "allow-port", "egress",
 		"dns", "egress-audit",
 	};
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {

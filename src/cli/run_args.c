@@ -55,6 +55,7 @@ enum {
 	OPT_UIDMAP,
 	OPT_GIDMAP,
 	OPT_USER,
+	OPT_HOST_ROOT_MAP,
 	OPT_HELP,
 };
 
@@ -101,6 +102,7 @@ static const struct option run_options[] = {
 	{ "uidmap", required_argument, NULL, OPT_UIDMAP },
 	{ "gidmap", required_argument, NULL, OPT_GIDMAP },
 	{ "user", required_argument, NULL, OPT_USER },
+	{ "host-root-map", no_argument, NULL, OPT_HOST_ROOT_MAP },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
@@ -157,6 +159,8 @@ static void run_usage(const char *cmd, const struct run_extra *x)
 	       "  --uidmap IN:OUT:N     map N uids from OUT (host) to IN (repeatable, up to 5);\n"
 	       "  --gidmap IN:OUT:N     not root: through kiwi-helper(8); one alone sets both\n"
 	       "  --user UID[:GID]      the ids the command runs as inside (default 0:0)\n"
+	       "  --host-root-map       root: the sandbox's root is the host's (map 0 0 1),\n"
+	       "                        not kiwi's /etc/subuid range with idmapped mounts\n"
 	       "  --debug               print each setup step with its timing on stderr\n\n"
 	       "See kiwi-run(1).\n");
 }
@@ -457,6 +461,13 @@ static int check_run_args(int argc, char **argv, struct run_args *a)
 		return kiwi_cli_usage_error(a->cmd, "--disk-backend loop needs --disk of at least 1M (ext4's own "
 					    "tables), got %llu bytes", (unsigned long long)a->cfg.disk_bytes);
 	complete_idmap(a);
+	/* The environment's ask, for a host whose filesystems cannot be
+	 * idmapped (a test VM's): explicit, as the flag is. */
+	const char *hrm = getenv("KIWI_HOST_ROOT_MAP");
+	if (hrm && !strcmp(hrm, "1"))
+		a->cfg.host_root_map = true;
+	if (a->cfg.host_root_map && a->cfg.idmap)
+		return kiwi_cli_usage_error(a->cmd, "--host-root-map and --uidmap/--gidmap exclude each other");
 	if (optind >= argc && !a->image && !a->command_optional)
 		return kiwi_cli_usage_error(a->cmd, "no command given (put it after `--`)");
 	if (a->verdict_path && a->verdict_fd >= 0)
@@ -502,6 +513,7 @@ static int take_simple_option(struct run_args *a, int c)
 	case OPT_STDERR: a->stderr_path = optarg; break;
 	case OPT_CGROUP_PARENT: a->cfg.cgroup_parent = optarg; break;
 	case OPT_LANDLOCK: a->cfg.landlock = true; break;
+	case OPT_HOST_ROOT_MAP: a->cfg.host_root_map = true; break;
 	case OPT_DEBUG: a->debug.fd = STDERR_FILENO; a->cfg.debug = &a->debug; break;
 	default: return 1;
 	}

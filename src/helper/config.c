@@ -5,6 +5,7 @@
 #include "kiwi/helper.h"
 #include "kiwi/json.h"
 #include "kiwi/units.h"
+#include "kiwi/userns.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -317,39 +318,16 @@ int kiwi_helper_config_parse(const char *text, size_t len, const struct kiwi_hel
 	return found;
 }
 
-static bool parse_u32(const char *s, size_t len, uint32_t *out)
-{
-	uint64_t v = 0;
-	if (len == 0 || len > 10)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > UINT32_MAX)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
 /* One "owner:start:count" line of len bytes (no newline). */
 static bool subid_line(const char *s, size_t len, const struct kiwi_helper_caller *who, struct kiwi_id_range *r)
 {
-	const char *c1 = memchr(s, ':', len);
-	if (!c1)
-		return false;
-	const char *c2 = memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - s));
-	if (!c2)
-		return false;
-	size_t owner_len = (size_t)(c1 - s);
+	const char *owner;
+	size_t owner_len;
 	uint32_t owner_id;
-	bool mine = (who->name && strlen(who->name) == owner_len && !memcmp(s, who->name, owner_len)) ||
-		    (parse_u32(s, owner_len, &owner_id) && owner_id == who->uid);
-	if (!mine || !parse_u32(c1 + 1, (size_t)(c2 - c1 - 1), &r->start) ||
-	    !parse_u32(c2 + 1, len - (size_t)(c2 + 1 - s), &r->count))
+	if (!kiwi_subid_line(s, len, &owner, &owner_len, &r->start, &r->count))
 		return false;
-	return r->start > 0 && r->count > 0 && (uint64_t)r->start + r->count <= UINT32_MAX;
+	return (who->name && strlen(who->name) == owner_len && !memcmp(owner, who->name, owner_len)) ||
+	       (kiwi_userns_parse_id(owner, owner_len, &owner_id) && owner_id == who->uid);
 }
 
 void kiwi_subid_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,

@@ -7,7 +7,9 @@
 #include "kiwi/helper.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/idmount.h"
 #include "kiwi/landlock.h"
 #include "kiwi/loopfs.h"
 #include "kiwi/nft.h"
@@ -553,6 +555,77 @@ static void check_helper(struct kiwi_check_result *r)
 	set(r, KIWI_CHECK_OK, "%s is setuid root and %s is root's alone (%s)", path, cfg, who);
 }
 
+/* ---- root's id range ------------------------------------------------------ */
+
+static void check_kiwi_range(struct kiwi_check_result *r)
+{
+	if (geteuid() != 0) {
+		set(r, KIWI_CHECK_OK, "not root: a sandbox maps your own ids (or kiwi-helper's ranges)");
+		return;
+	}
+	struct kiwi_idmap m;
+	kiwi_err e = { 0 };
+	if (kiwi_idmount_default_map(&m, &e) < 0) {
+		set(r, KIWI_CHECK_FAIL, "%s", e.msg);
+		set_fix(r, "kiwi-run doctor --fix (adds `" KIWI_SUBID_OWNER ":START:%u` to /etc/subuid and "
+			"/etc/subgid), or run with --host-root-map", KIWI_SUBID_COUNT);
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "root's sandboxes map ids 0-%u to host uids %u-%u and gids %u-%u (`"
+	    KIWI_SUBID_OWNER "` in /etc/subuid, /etc/subgid), with idmapped mounts", KIWI_SUBID_COUNT - 1,
+	    m.uid[0].outside, m.uid[0].outside + KIWI_SUBID_COUNT - 1, m.gid[0].outside,
+	    m.gid[0].outside + KIWI_SUBID_COUNT - 1);
+}
+
+/* Far above the ranges useradd hands out (SUB_UID_MIN 100000 onwards) and
+ * below 2^31, which some tools read as a negative id. */
+#define KIWI_SUBID_BASE 1073741824u
+
+/* The first 65536-aligned start at or above KIWI_SUBID_BASE past every
+ * range of the file. */
+static uint32_t free_start(const char *text, size_t len)
+{
+	uint64_t start = KIWI_SUBID_BASE;
+	struct kiwi_subid e;
+	for (size_t at = 0; kiwi_subid_next(text, len, &at, &e);)
+		if ((uint64_t)e.start + e.count > start)
+			start = ((uint64_t)e.start + e.count + 65535) & ~(uint64_t)65535;
+	return start + KIWI_SUBID_COUNT <= 0x7fffffffu ? (uint32_t)start : 0;
+}
+
+static int fix_one(const char *path, FILE *out, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	uint32_t have;
+	if (fd < 0)
+		return kiwi_error(err, errno, "doctor", "cannot open `%s`", path);
+	if (kiwi_read_bounded(fd, 1 << 20, path, &text, &len, err) < 0)
+		return -1;
+	if (kiwi_subid_find(text, len, KIWI_SUBID_OWNER, KIWI_SUBID_COUNT, &have)) {
+		fprintf(out, "%s: `" KIWI_SUBID_OWNER ":%u:%u` is there already\n", path, have, KIWI_SUBID_COUNT);
+		return 0;
+	}
+	uint32_t start = free_start(text, len);
+	if (!start)
+		return kiwi_error(err, ERANGE, "doctor", "`%s` leaves no free range below 2^31", path);
+	char line[64];
+	int n = snprintf(line, sizeof(line), "%s" KIWI_SUBID_OWNER ":%u:%u\n",
+			 len && text[len - 1] != '\n' ? "\n" : "", start, KIWI_SUBID_COUNT);
+	if (write(fd, line, (size_t)n) != n)
+		return kiwi_error(err, errno, "doctor", "cannot append to `%s`", path);
+	fprintf(out, "%s: added `" KIWI_SUBID_OWNER ":%u:%u`\n", path, start, KIWI_SUBID_COUNT);
+	return 0;
+}
+
+int kiwi_doctor_fix(FILE *out, kiwi_err *err)
+{
+	if (geteuid() != 0)
+		return kiwi_error(err, EPERM, "doctor", "--fix writes /etc/subuid and /etc/subgid: run it as root");
+	return fix_one("/etc/subuid", out, err) < 0 || fix_one("/etc/subgid", out, err) < 0 ? -1 : 0;
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static const struct {
@@ -562,6 +635,7 @@ static const struct {
 } checks[] = {
 	{ "userns.sysctl", true, check_userns_sysctl },
 	{ "userns.clone", true, check_userns_clone },
+	{ "userns.range", true, check_kiwi_range },
 	{ "seccomp", true, check_seccomp },
 	{ "cgroup.mode", false, check_cgroup_mode },
 	{ "cgroup.root", false, check_cgroup_root },

@@ -2,6 +2,7 @@
 #include "init.h"
 #include "kiwi/sync.h"
 #include "kiwi/caps.h"
+#include <linux/capability.h>
 #include "kiwi/debug.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/keeper.h"
@@ -433,6 +434,7 @@ struct init_ctx {
 	pid_t cmd;
 	int64_t exec_ns;
 	struct disk_watch disk;          /* the writable layer, watched while the command runs */
+	struct kiwi_idmounts trees;      /* args->trees', with the rootfs's directory of our namespace */
 	char note[160];                  /* --debug: the step's details */
 };
 
@@ -453,13 +455,25 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_init_args *args = c->args;
 	const struct kiwi_sandbox_config *cfg = c->cfg;
+	struct kiwi_idmounts *t = args->trees ? &c->trees : NULL;
+	if (t)
+		*t = *args->trees;
+	size_t n_trees = t ? t->n + 2 : 0;
+	int keep[5 + n_trees];
+	keep[0] = args->sock, keep[1] = args->stdin_fd, keep[2] = args->stdout_fd, keep[3] = args->stderr_fd;
 	/* The loop backend's filesystem, from kiwi-run: the layer to be. */
-	const int keep[] = { args->sock, args->stdin_fd, args->stdout_fd, args->stderr_fd,
-			     cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1 };
+	keep[4] = cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1;
+	for (size_t i = 0; i < n_trees; i++)
+		keep[5 + i] = i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2];
 	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
 	 * "0::/" inside, as when clone3 put us into the cgroup. */
 	if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0)
 		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
+	if (t) {
+		t->rootfs_dir = keep[5] = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (t->rootfs_dir < 0)
+			return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
+	}
 	if (cfg->idmap && become_setup_ids(args, err) < 0)
 		return -1;
 	/* Not dumpable from now on (the maps needed /proc/<pid> open to the
@@ -467,7 +481,7 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 	 * the command, whatever pid 1's capabilities are when it looks. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
 		return kiwi_error(err, errno, "init", "cannot make pid 1 non-dumpable");
-	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, KIWI_ARRAY_SIZE(keep), err) < 0)
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, 5 + n_trees, err) < 0)
 		return -1;
 	note(c, "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
 	return 0;
@@ -498,8 +512,12 @@ static int net_audit(struct init_ctx *c, kiwi_err *err)
 static int build_filesystem(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_sandbox_config *cfg = c->cfg;
-	if (kiwi_mount_rootfs(cfg, &c->disk.layer, err) < 0 ||
-	    send_layer(c->args->sock, cfg, &c->disk, err) < 0)
+	const struct kiwi_idmounts *t = c->args->trees ? &c->trees : NULL;
+	int r = kiwi_mount_rootfs(cfg, t, &c->disk.layer, err);
+	/* Attached or not, the host's trees are not the command's to hold. */
+	for (size_t i = 0; t && i < t->n + 2; i++)
+		close(i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2]);
+	if (r < 0 || send_layer(c->args->sock, cfg, &c->disk, err) < 0)
 		return -1;
 	note(c, "rootfs=%s %s, %zu bind(s), pivot_root", cfg->rootfs, cfg->rw_root ? "rw" : "ro", cfg->n_binds);
 	return 0;
@@ -519,7 +537,10 @@ static int drop_privileges(struct init_ctx *c, kiwi_err *err)
 		return kiwi_error(err, errno, "init", "cannot set RLIMIT_NPROC to %lld", (long long)cfg->pids_rlimit);
 	if (cfg->idmap && become(c->args, cfg->uid, cfg->gid, err) < 0)
 		return -1;
-	if (kiwi_caps_drop_all(err) < 0)
+	/* CAP_CHOWN alone, for a root command whose ids are kiwi's range: it
+	 * reaches only ids the maps and the idmapped mounts hold. */
+	uint32_t keep = cfg->idmounts && cfg->uid == 0 ? 1u << CAP_CHOWN : 0;
+	if (kiwi_caps_drop_all_but(keep, err) < 0)
 		return -1;
 	note(c, "every capability dropped, no_new_privs");
 	return 0;

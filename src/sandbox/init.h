@@ -2,6 +2,7 @@
 #ifndef KIWI_INIT_H
 #define KIWI_INIT_H
 
+#include "kiwi/idmount.h"
 #include "kiwi/sandbox.h"
 
 #include <sys/ioctl.h>
@@ -15,6 +16,9 @@ struct kiwi_init_args {
 	int stderr_fd;
 	struct winsize winsize;  /* cfg->tty: the pty's size at start */
 	bool drop_groups;  /* setgroups is allowed: drop the host's supplementary groups */
+	/* The idmapped rootfs and binds kiwi-run made (kiwi/idmount.h), or
+	 * NULL: pid 1 mounts the host's trees as they are. */
+	const struct kiwi_idmounts *trees;
 };
 
 /* The child side of clone3: pid 1 of the sandbox. Builds the sandbox,

@@ -2,6 +2,7 @@
 #include "kiwi/mount.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/idmount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -280,31 +281,55 @@ static int mount_dev(int rootfd, int shm, kiwi_err *err)
 	return 0;
 }
 
-/* A layered bind: an overlay of the source with its upper directory in the
- * layer, so that its writes count against the one bound and reach the host
- * only when kiwi-run lands them. */
-static int layered_tree(const struct kiwi_sandbox_config *cfg, int layer, size_t index, kiwi_err *err)
+/* overlayfs takes a lower layer only from a mount of the caller's
+ * namespace: an idmapped tree kiwi-run made (kiwi/idmount.h) is attached
+ * first, at name (made here) in the layer, out of the sandbox's view. */
+static int attach_lower(int layer, const char *name, int tree, kiwi_err *err)
+{
+	if (mkdirat(layer, name, 0700) < 0)
+		return kiwi_error(err, errno, "bind", "cannot make `%s` in the writable layer", name);
+	_cleanup_close_ int at = openat(layer, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (at < 0)
+		return kiwi_error(err, errno, "bind", "cannot open `%s` in the writable layer", name);
+	return attach(tree, at, "", "an idmapped bind", err) < 0 ? -1 : fcntl(tree, F_DUPFD_CLOEXEC, 3);
+}
+
+/* A layered bind: an overlay of the source (given: its idmapped tree, or
+ * -1) with its upper directory in the layer, so that its writes count
+ * against the one bound and reach the host only when kiwi-run lands them. */
+static int layered_tree(const struct kiwi_sandbox_config *cfg, int layer, size_t index, int given, kiwi_err *err)
 {
 	const char *source = cfg->binds[index].source;
-	char name[32];
+	char name[32], lower_name[48];
 	snprintf(name, sizeof(name), "bind%zu", index);
-	_cleanup_close_ int lower = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (lower < 0)
-		return kiwi_error(err, errno, "bind", "cannot use bind source `%s` (a layered bind is a directory)",
-				  source);
+	snprintf(lower_name, sizeof(lower_name), "%s/lower", name);
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, name, &work, err);
 	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, cfg->binds[index].dest, err) < 0))
 		return -1;
+	struct stat st;
+	if (given >= 0 && (fstat(given, &st) < 0 || !S_ISDIR(st.st_mode)))
+		return kiwi_error(err, ENOTDIR, "bind", "cannot use bind source `%s` (a layered bind is a directory)",
+				  source);
+	_cleanup_close_ int lower = given >= 0 ? attach_lower(layer, lower_name, given, err)
+					       : open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (lower < 0 && err->step[0])
+		return -1;
+	if (lower < 0)
+		return kiwi_error(err, errno, "bind", "cannot use bind source `%s` (a layered bind is a directory)",
+				  source);
 	return kiwi_fslayer_overlay(upper, work, lower, err);
 }
 
-/* layer: -1 when layered binds are bound in place (kiwi_fslayer_holds_xattrs). */
-static int mount_bind(const struct kiwi_sandbox_config *cfg, int rootfd, int layer, size_t index, kiwi_err *err)
+/* layer: -1 when layered binds are bound in place (kiwi_fslayer_holds_xattrs).
+ * given: the bind's idmapped tree (kiwi/idmount.h), or -1. */
+static int mount_bind(const struct kiwi_sandbox_config *cfg, int rootfd, int layer, size_t index, int given,
+		      kiwi_err *err)
 {
 	const struct kiwi_bind *b = &cfg->binds[index];
 	_cleanup_close_ int tree = b->layered && !b->read_only && layer >= 0
-		? layered_tree(cfg, layer, index, err)
+		? layered_tree(cfg, layer, index, given, err)
+		: given >= 0 ? fcntl(given, F_DUPFD_CLOEXEC, 3)
 		: open_tree(AT_FDCWD, b->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (tree < 0 && err->step[0])
 		return -1;
@@ -512,7 +537,8 @@ static int prepare_mount_point(int lower, int upper, const char *path, bool dir,
 	return 0;
 }
 
-static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, int lower, int upper, kiwi_err *err)
+static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, const struct kiwi_idmounts *trees, int lower,
+				int upper, kiwi_err *err)
 {
 	static const char *const fixed[] = { "/proc", "/sys", "/dev", "/tmp" };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fixed); i++)
@@ -520,7 +546,7 @@ static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, int lower
 			return -1;
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		struct stat st;
-		if (stat(cfg->binds[i].source, &st) < 0)
+		if ((trees ? fstat(trees->binds[i], &st) : stat(cfg->binds[i].source, &st)) < 0)
 			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", cfg->binds[i].source);
 		if (prepare_mount_point(lower, upper, cfg->binds[i].dest, S_ISDIR(st.st_mode), err) < 0)
 			return -1;
@@ -531,14 +557,15 @@ static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, int lower
 /* The root: an overlay of the shared, never written rootfs with the
  * layer's root/upper. The layer itself goes over the rootfs's directory,
  * the overlay over the layer; pivot_root detaches both from view. */
-static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, int dirfd, int layer, kiwi_err *err)
+static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, const struct kiwi_idmounts *trees, int lower,
+			      int layer, kiwi_err *err)
 {
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, "root", &work, err);
 	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, "", err) < 0) ||
-	    prepare_mount_points(cfg, dirfd, upper, err) < 0)
+	    prepare_mount_points(cfg, trees, lower, upper, err) < 0)
 		return -1;
-	_cleanup_close_ int rootfd = kiwi_fslayer_overlay(upper, work, dirfd, err);
+	_cleanup_close_ int rootfd = kiwi_fslayer_overlay(upper, work, lower, err);
 	if (rootfd < 0 || attach(rootfd, layer, "", "the rootfs", err) < 0)
 		return -1;
 	struct mount_attr private = { .propagation = MS_PRIVATE };
@@ -547,13 +574,20 @@ static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, int dirfd, 
 	return TAKE_FD(rootfd);
 }
 
-int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiwi_err *err)
+int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, const struct kiwi_idmounts *trees, int *layer_out,
+		      kiwi_err *err)
 {
 	/* The rootfs path is resolved once; from then on everything goes
 	 * through fds, so swapping the directory midway redirects nothing. */
-	_cleanup_close_ int dirfd = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dirfd = trees ? fcntl(trees->rootfs_dir, F_DUPFD_CLOEXEC, 3)
+					  : open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
+	/* The idmapped rootfs is attached first, under the layer: overlayfs
+	 * takes a lower layer only from a mount of our namespace. */
+	int lower = trees ? trees->rootfs : dirfd;
+	if (trees && attach(trees->rootfs, dirfd, "", "the idmapped rootfs", err) < 0)
+		return -1;
 	_cleanup_close_ int layer = kiwi_fslayer_create(cfg->disk_bytes ? cfg->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE,
 							cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1,
 							dirfd, err);
@@ -562,7 +596,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiw
 	struct mount_attr private = { .propagation = MS_PRIVATE };
 	if (mount_setattr(layer, "", AT_EMPTY_PATH, &private, sizeof(private)) < 0)
 		return kiwi_error(err, errno, "mount", "cannot make the writable layer private");
-	_cleanup_close_ int rootfd = mount_root_overlay(cfg, dirfd, layer, err);
+	_cleanup_close_ int rootfd = mount_root_overlay(cfg, trees, lower, layer, err);
 	if (rootfd < 0 || mount_proc_and_sys(rootfd, err) < 0)
 		return -1;
 	_cleanup_close_ int shm = kiwi_fslayer_subdir(layer, "shm", 01777, err);
@@ -577,7 +611,7 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, int *layer_out, kiw
 		return kiwi_error(err, EOPNOTSUPP, "workspace", "cannot discard the workspace's changes: this "
 				  "kernel's tmpfs holds no user xattrs (Linux 6.6), so it is bound in place");
 	for (size_t i = 0; i < cfg->n_binds; i++)
-		if (mount_bind(cfg, rootfd, for_binds, i, err) < 0)
+		if (mount_bind(cfg, rootfd, for_binds, i, trees ? trees->binds[i] : -1, err) < 0)
 			return -1;
 	if (kiwi_mount_pivot(rootfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (cfg->rw_root ? 0 : MOUNT_ATTR_RDONLY),
 			     err) < 0)

@@ -9,6 +9,7 @@
 #include "kiwi/fslayer.h"
 #include "kiwi/loopfs.h"
 #include "kiwi/helper.h"
+#include "kiwi/idmount.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
 #include "kiwi/pty.h"
@@ -789,6 +790,21 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		.drop_groups = drops_groups(cfg),
 	};
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
+	_cleanup_(kiwi_idmounts_close) struct kiwi_idmounts trees = { .rootfs_dir = -1, .rootfs = -1 };
+	if (cfg->idmounts) {
+		if (kiwi_idmounts_make(cfg, &trees, f->err) < 0)
+			return -1;
+		args.trees = &trees;
+		/* The command's stdout and stderr pipes are root's inside, as
+		 * the caller's are rootless: /dev/stdout reopens them. */
+		const int pipes[] = { f->out.write_fd, f->errout.write_fd };
+		for (size_t i = 0; i < KIWI_ARRAY_SIZE(pipes); i++)
+			if (pipes[i] >= 0 && fchown(pipes[i], cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside) < 0)
+				return kiwi_error(f->err, errno, "idmap", "cannot give the output pipes to the sandbox's root");
+		KIWI_DEBUG(cfg->debug, "run", t, "idmap", "rootfs and %zu bind(s) idmapped onto %u:%u", trees.n,
+			   cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside);
+		t = KIWI_DEBUG_NOW(cfg->debug);
+	}
 	kiwi_pty_caller_winsize(STDIN_FILENO, cfg->stdout_dest, &args.winsize);
 	/* A cgroup from kiwi-helper is not ours to clone into: the helper
 	 * moves the sandbox in (release_child). */
@@ -803,6 +819,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s pid=%d",
 			   into ? " into-cgroup" : "", (int)pid);
 	close(sp[1]);
+	kiwi_idmounts_close(&trees);
 	/* The sandbox holds the write ends now; ours would keep EOF away. */
 	close(TAKE_FD(f->out.write_fd));
 	close(TAKE_FD(f->errout.write_fd));
@@ -1046,6 +1063,14 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_s
 	res->disk_backend = cfg->disk_backend;
 	res->network = cfg->egress ? "egress" : cfg->net_audit ? "audit" : "none";
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
+	/* Root's default: kiwi's range, never the host's root (kiwi/idmount.h). */
+	struct kiwi_idmap kiwi_range;
+	if (geteuid() == 0 && !own.idmap && !own.host_root_map) {
+		if (kiwi_idmount_default_map(&kiwi_range, err) < 0)
+			return -1;
+		own.idmap = &kiwi_range;
+		own.idmounts = true;
+	}
 	if (check_config(cfg, err) < 0)
 		return -1;
 	KIWI_DEBUG(cfg->debug, "run", t, "check", "rootfs=%s, %zu bind(s), %zu fd(s)", cfg->rootfs,

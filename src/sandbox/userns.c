@@ -86,6 +86,62 @@ int kiwi_userns_parse_user(const char *text, uint32_t *uid, uint32_t *gid, kiwi_
 	return 0;
 }
 
+bool kiwi_userns_parse_id(const char *s, size_t len, uint32_t *out)
+{
+	uint64_t v = 0;
+	if (!len || len > 10)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+bool kiwi_subid_line(const char *s, size_t len, const char **owner, size_t *owner_len, uint32_t *start,
+		     uint32_t *count)
+{
+	const char *c1 = memchr(s, ':', len);
+	if (!c1)
+		return false;
+	const char *c2 = memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - s));
+	if (!c2)
+		return false;
+	*owner = s;
+	*owner_len = (size_t)(c1 - s);
+	if (!kiwi_userns_parse_id(c1 + 1, (size_t)(c2 - c1 - 1), start) ||
+	    !kiwi_userns_parse_id(c2 + 1, len - (size_t)(c2 + 1 - s), count))
+		return false;
+	return *start > 0 && *count > 0 && (uint64_t)*start + *count <= UINT32_MAX;
+}
+
+bool kiwi_subid_next(const char *text, size_t len, size_t *at, struct kiwi_subid *e)
+{
+	while (*at < len) {
+		const char *line = text + *at, *nl = memchr(line, '\n', len - *at);
+		size_t n = nl ? (size_t)(nl - line) : len - *at;
+		*at += n + 1;
+		if (kiwi_subid_line(line, n, &e->owner, &e->owner_len, &e->start, &e->count))
+			return true;
+	}
+	return false;
+}
+
+bool kiwi_subid_find(const char *text, size_t len, const char *owner, uint32_t want, uint32_t *start)
+{
+	struct kiwi_subid e;
+	for (size_t at = 0; kiwi_subid_next(text, len, &at, &e);)
+		if (e.owner_len == strlen(owner) && !memcmp(e.owner, owner, e.owner_len) && e.count >= want) {
+			*start = e.start;
+			return true;
+		}
+	return false;
+}
+
 bool kiwi_idmap_maps(const struct kiwi_id_extent *map, size_t n, uint32_t id)
 {
 	for (size_t i = 0; i < n; i++)

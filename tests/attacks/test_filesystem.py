@@ -123,6 +123,14 @@ def _caps(steps):
     return {k: steps[k]["note"] for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}
 
 
+def _kept(kiwi):
+    """What the command holds from the start, and so no gain: CAP_CHOWN
+    alone for root's sandbox on kiwi's id range (kiwi-run(1), ID MAPPING),
+    nothing rootless."""
+    held = "0000000000000001" if kiwi.mode == "root" else ZERO
+    return {k: held for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}
+
+
 def _file_caps_v2():
     """security.capability, revision 2: every capability permitted and
     effective (what `setcap =ep` writes)."""
@@ -149,7 +157,7 @@ def test_privileged_binary_in_the_image_gains_nothing(kiwi, variant):
     r = kiwi.run(["/usr/local/bin/kiwi-attack-priv", "whoami"], opts=opts, rootfs=copy)
     assert r.returncode == 0, explain(r)
     steps = parse_attack(r)
-    assert _caps(steps) == {k: ZERO for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}, steps
+    assert _caps(steps) == _kept(kiwi), steps
     assert steps["NoNewPrivs"]["note"] == "1", steps
 
 
@@ -182,7 +190,7 @@ def test_chmod_and_setxattr_inside_gain_nothing(kiwi):
     steps = parse_attack(r)
     assert steps["copy"]["ok"], steps
     assert not steps["setxattr-capability"]["ok"], steps
-    assert _caps(steps) == {k: ZERO for k in ("CapPrm", "CapEff", "CapInh", "CapAmb")}, steps
+    assert _caps(steps) == _kept(kiwi), steps
 
 
 def test_setuid_file_left_on_a_writable_bind(kiwi):

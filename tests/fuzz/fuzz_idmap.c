@@ -3,7 +3,9 @@
  * line is a flag value ("u..." an extent, "U..." a user). Properties: never
  * crashes; a refused extent leaves the map as it was and says why; a kept
  * map never holds more than KIWI_USERNS_MAX_EXTENTS extents, an empty or
- * u32-overflowing range, or two overlapping ranges on either side. */
+ * u32-overflowing range, or two overlapping ranges on either side.
+ * A line "s..." is an /etc/subuid text (its ';' as newlines): a range
+ * found has the owner's name, a start above 0, and room for all its ids. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,19 @@ static void check_map(const struct kiwi_id_extent *m, size_t n)
 	}
 }
 
+static void check_subid(char *text)
+{
+	for (char *p = text; *p; p++)
+		if (*p == ';')
+			*p = '\n';
+	size_t len = strlen(text);
+	uint32_t start = 0;
+	if (!kiwi_subid_find(text, len, KIWI_SUBID_OWNER, KIWI_SUBID_COUNT, &start))
+		return;
+	if (start == 0 || (uint64_t)start + KIWI_SUBID_COUNT > UINT32_MAX || !strstr(text, KIWI_SUBID_OWNER ":"))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 1);
@@ -41,6 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *save = NULL;
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		kiwi_err err = { 0 };
+		if (line[0] == 's') {
+			check_subid(line + 1);
+			continue;
+		}
 		if (line[0] == 'U') {
 			uint32_t uid = 7, gid = 7;
 			if (kiwi_userns_parse_user(line + 1, &uid, &gid, &err) < 0 ? (uid != 7 || gid != 7 || !err.msg[0])

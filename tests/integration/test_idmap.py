@@ -35,8 +35,11 @@ def map_lines(text):
     return [line.split() for line in text.strip().splitlines()]
 
 
-def test_without_flags_root_maps_0_to_0_and_rootless_maps_itself(kiwi):
-    r = kiwi.sh("cat /proc/self/uid_map /proc/self/gid_map; cat /proc/self/setgroups")
+def test_without_flags_rootless_maps_itself_and_host_root_map_0_to_0(kiwi):
+    """Root's default is kiwi's range (test_root_map.py); --host-root-map
+    asks for 0 0 1."""
+    opts = ["--host-root-map"] if kiwi.mode == "root" else []
+    r = kiwi.sh("cat /proc/self/uid_map /proc/self/gid_map; cat /proc/self/setgroups", opts=opts)
     assert r.returncode == 0, explain(r)
     own_uid, own_gid = (0, 0) if kiwi.mode == "root" else (kiwi.uid, kiwi.gid)
     assert r.stdout.split() == ["0", str(own_uid), "1", "0", str(own_gid), "1", "deny"], explain(r)
@@ -123,7 +126,7 @@ def test_rootless_own_ids_elsewhere_need_no_helper(kiwi):
 @pytest.mark.parametrize("opts,mentions", [
     (["--uidmap", "0:100000:65536", "--user", "70000"], "uid 70000 is not mapped"),
     (["--uidmap", "0:100000:10", "--gidmap", "0:100000:10", "--user", "5:10"], "gid 10 is not mapped"),
-    (["--user", "1000"], "uid 1000 is not mapped"),
+    (["--user", "70000"], "uid 70000 is not mapped"),
 ])
 def test_unmapped_user_is_refused_before_clone(kiwi, opts, mentions):
     assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=opts)), mentions=mentions)

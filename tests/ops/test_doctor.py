@@ -9,9 +9,9 @@ import pytest
 
 from conftest import explain
 
-CHECKS = ["userns.sysctl", "userns.clone", "seccomp", "cgroup.mode", "cgroup.root", "cgroup.user",
-          "nftables", "overlayfs", "layer.tmpfs", "layer.loop", "layer.quota", "landlock", "helper"]
-REQUIRED = {"userns.sysctl", "userns.clone", "seccomp", "overlayfs"}
+CHECKS = ["userns.sysctl", "userns.clone", "userns.range", "seccomp", "cgroup.mode", "cgroup.root",
+          "cgroup.user", "nftables", "overlayfs", "layer.tmpfs", "layer.loop", "layer.quota", "landlock", "helper"]
+REQUIRED = {"userns.sysctl", "userns.clone", "userns.range", "seccomp", "overlayfs"}
 
 
 def host_cgroup_mode():
@@ -127,3 +127,40 @@ def test_bad_usage_is_one_line_125(kiwi):
         r = doctor(kiwi, *args)
         assert r.returncode == 125 and len(r.stderr.splitlines()) == 1, explain(r)
         assert r.stdout == ""
+
+
+def with_subids(kiwi, d, args):
+    """kiwi-run ARGS as root in a private mount namespace whose
+    /etc/subuid and /etc/subgid are d/subuid and d/subgid."""
+    script = 'mount --bind "$0" /etc/subuid && mount --bind "$1" /etc/subgid && shift && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                           str(d / "subuid"), str(d / "subgid"), *kiwi.raw_argv(args)],
+                          capture_output=True, text=True, timeout=60, env=kiwi.env())
+
+
+def test_fix_adds_kiwis_range_past_every_other_once(kiwi, scratch):
+    """userns.range fails without kiwi's range, names --fix; --fix adds it
+    (65536-aligned, past the ranges there, above 2^30), and a second run
+    changes nothing."""
+    if kiwi.mode != "root":
+        pytest.skip("--fix writes /etc/subuid: root's")
+    d = scratch / "subids"
+    d.mkdir(exist_ok=True)
+    (d / "subuid").write_text("alice:100000:65536\nbig:1073741824:70000")
+    (d / "subgid").write_text("")
+    r = with_subids(kiwi, d, ["doctor", "--json"])
+    c = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["userns.range"]
+    assert r.returncode == 1 and c["status"] == "fail" and "doctor --fix" in c["fix"], explain(r)
+    for run in range(2):
+        r = with_subids(kiwi, d, ["doctor", "--fix"])
+        assert "ok    userns.range" in r.stdout, explain(r)
+    start = 1073741824 + 131072   # past big's 70000 ids, 65536-aligned
+    assert (d / "subuid").read_text() == f"alice:100000:65536\nbig:1073741824:70000\nkiwi:{start}:65536\n"
+    assert (d / "subgid").read_text() == "kiwi:1073741824:65536\n"
+
+
+def test_fix_as_a_user_is_refused(kiwi):
+    if kiwi.mode == "root":
+        pytest.skip("the refusal is for callers that are not root")
+    r = doctor(kiwi, "--fix")
+    assert r.returncode == 125 and len(r.stderr.splitlines()) == 1 and "root" in r.stderr, explain(r)

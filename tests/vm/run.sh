@@ -86,7 +86,10 @@ write_control() {
   local ctl=$run/ctl share inside= i=0
   mkdir "$ctl"
   printf '%s\0' "${cmd[@]}" > "$ctl/argv"
-  { env -0; printf 'KIWI_VM=1\0KIWI_VM_USER=kiwitest\0'; } > "$ctl/env"
+  # KIWI_HOST_ROOT_MAP=1: the guest's files live on 9p and on tmpfs,
+  # which Linux 6.1 cannot idmap, so root's sandboxes keep map 0 0 1
+  # there, as asked (kiwi-run(1), ID MAPPING).
+  { env -0; printf 'KIWI_VM=1\0KIWI_VM_USER=kiwitest\0KIWI_HOST_ROOT_MAP=1\0'; } > "$ctl/env"
   printf '%s' "$PWD" > "$ctl/cwd"
   # Parents before children, so a nested share is mounted over its parent.
   while IFS= read -r share; do

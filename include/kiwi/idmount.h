@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Idmapped mounts (mount_setattr MOUNT_ATTR_IDMAP) for a root caller's
+ * sandbox whose root is an unprivileged host id: kiwi's own range from
+ * /etc/subuid and /etc/subgid (kiwi-run(1), ID MAPPING). The rootfs is
+ * seen through the sandbox's own map, so the image's root-owned files are
+ * root's inside; each bind through a map of its owner alone onto the
+ * sandbox's root, so the caller's files are root's inside and what the
+ * sandbox's root writes there is the owner's on the host, while no other
+ * host id can be written through it.
+ *
+ * Parent side, as root, before clone: idmapping a mount of a host
+ * filesystem needs CAP_SYS_ADMIN over that filesystem's user namespace,
+ * which pid 1 never has. The trees are detached mounts that pid 1
+ * inherits and attaches (mount.c); they vanish with their last fd. */
+#ifndef KIWI_IDMOUNT_H
+#define KIWI_IDMOUNT_H
+
+#include <stddef.h>
+
+#include "kiwi/err.h"
+#include "kiwi/sandbox.h"
+#include "kiwi/userns.h"
+
+/* The default map of a root caller: 0..65535 inside onto the first range
+ * of KIWI_SUBID_OWNER in /etc/subuid and /etc/subgid holding as many. A
+ * missing range is EPERM, naming the fix. */
+int kiwi_idmount_default_map(struct kiwi_idmap *m, kiwi_err *err);
+
+struct kiwi_idmounts {
+	/* The rootfs's directory (O_PATH), where pid 1 mounts the trees and
+	 * the layer: opened by pid 1 itself (a mount point must be of its
+	 * namespace) while it is still the host's root, since on kiwi's range
+	 * it may not look up a path below a directory only root may enter. */
+	int rootfs_dir;
+	int rootfs;      /* the rootfs through the sandbox's map; -1: none */
+	int *binds;      /* one per cfg->binds[i], recursive, through its owner's map */
+	size_t n;
+};
+
+/* Makes the trees of cfg (root, cfg->idmap the sandbox's map). A
+ * filesystem that cannot be idmapped is EOPNOTSUPP, in one line naming it
+ * and --host-root-map. */
+int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, kiwi_err *err);
+void kiwi_idmounts_close(struct kiwi_idmounts *t);
+
+#endif

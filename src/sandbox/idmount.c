@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Idmapped trees for a root caller's sandbox (kiwi/idmount.h). */
+#include "kiwi/idmount.h"
+#include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
+#include "kiwi/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define STEP "idmap"
+
+/* Overridden by the unit tests only. */
+#ifndef KIWI_SUBUID_PATH
+#define KIWI_SUBUID_PATH "/etc/subuid"
+#endif
+#ifndef KIWI_SUBGID_PATH
+#define KIWI_SUBGID_PATH "/etc/subgid"
+#endif
+
+static int kiwi_start(const char *path, uint32_t *start, kiwi_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (fd >= 0 && kiwi_read_bounded(fd, 1 << 20, path, &text, &len, err) < 0)
+		return -1;
+	if (fd < 0 && errno != ENOENT)
+		return kiwi_error(err, errno, STEP, "cannot read `%s`", path);
+	if (!text || !kiwi_subid_find(text, len, KIWI_SUBID_OWNER, KIWI_SUBID_COUNT, start))
+		return kiwi_error(err, EPERM, STEP,
+				  "%s has no range of %u ids for `" KIWI_SUBID_OWNER "`, which a root caller's "
+				  "sandbox maps its root to: run `kiwi-run doctor --fix`, or pass "
+				  "--host-root-map to keep host root inside",
+				  path, KIWI_SUBID_COUNT);
+	return 0;
+}
+
+int kiwi_idmount_default_map(struct kiwi_idmap *m, kiwi_err *err)
+{
+	uint32_t u, g;
+	if (kiwi_start(KIWI_SUBUID_PATH, &u, err) < 0 || kiwi_start(KIWI_SUBGID_PATH, &g, err) < 0)
+		return -1;
+	*m = (struct kiwi_idmap){
+		.uid = { { 0, u, KIWI_SUBID_COUNT } }, .n_uid = 1,
+		.gid = { { 0, g, KIWI_SUBID_COUNT } }, .n_gid = 1,
+	};
+	return 0;
+}
+
+/* A user namespace of map m, held by an fd alone: a child is made in it
+ * only for the kernel to take the maps from, and killed at once. */
+static int userns_of(const struct kiwi_idmap *m, kiwi_err *err)
+{
+	int pidfd = -1;
+	pid_t parent = getpid();
+	pid_t pid = kiwi_spawn(CLONE_NEWUSER, -1, &pidfd, err);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		/* kiwi-run killed before this line: nobody would end us. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(0);
+		for (;;)
+			pause();
+	}
+	int fd = -1;
+	if (kiwi_userns_write_maps(pid, m, false, err) == 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		/* The pid cannot be reused before we reap it. */
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			kiwi_error(err, errno, STEP, "cannot open `%s`", path);
+	}
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	siginfo_t info;
+	waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+	close(pidfd);
+	return fd;
+}
+
+/* A detached clone of path seen through the user namespace userns. */
+static int idmapped_tree(const char *path, int userns, bool recursive, const char *what, kiwi_err *err)
+{
+	unsigned rec = recursive ? AT_RECURSIVE : 0;
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec);
+	if (tree < 0)
+		return kiwi_error(err, errno, STEP, "cannot use %s `%s`", what, path);
+	/* Private: a clone is a peer of its source, and a mount the sandbox
+	 * then made on it would propagate to the host's. */
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns,
+				   .propagation = MS_PRIVATE };
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | rec, &attr, sizeof(attr)) < 0) {
+		if (errno == EINVAL || errno == EPERM || errno == EOPNOTSUPP)
+			return kiwi_error(err, EOPNOTSUPP, STEP,
+					  "cannot idmap %s `%s`: its filesystem (or one mounted below it) "
+					  "cannot be idmapped on this kernel; pass --host-root-map to run with "
+					  "the host's root as the sandbox's", what, path);
+		return kiwi_error(err, errno, STEP, "cannot idmap %s `%s`", what, path);
+	}
+	return TAKE_FD(tree);
+}
+
+/* Users namespaces already made for a bind owner: most binds share one. */
+struct owner_ns {
+	uid_t uid;
+	gid_t gid;
+	int fd;
+};
+
+static int owner_userns(const struct kiwi_idmap *sandbox, const struct stat *st, struct owner_ns *cache,
+			size_t *n, kiwi_err *err)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (cache[i].uid == st->st_uid && cache[i].gid == st->st_gid)
+			return cache[i].fd;
+	/* The owner, and no one else, is the sandbox's root. */
+	struct kiwi_idmap m = {
+		.uid = { { (uint32_t)st->st_uid, sandbox->uid[0].outside, 1 } }, .n_uid = 1,
+		.gid = { { (uint32_t)st->st_gid, sandbox->gid[0].outside, 1 } }, .n_gid = 1,
+	};
+	int fd = userns_of(&m, err);
+	if (fd < 0)
+		return -1;
+	cache[*n] = (struct owner_ns){ st->st_uid, st->st_gid, fd };
+	(*n)++;
+	return fd;
+}
+
+static int make_binds(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, struct owner_ns *cache,
+		      size_t *n_cache, kiwi_err *err)
+{
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		const char *src = cfg->binds[i].source;
+		struct stat st;
+		if (stat(src, &st) < 0)
+			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", src);
+		int ns = owner_userns(cfg->idmap, &st, cache, n_cache, err);
+		if (ns < 0 || (out->binds[i] = idmapped_tree(src, ns, true, "bind source", err)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, kiwi_err *err)
+{
+	*out = (struct kiwi_idmounts){ .rootfs_dir = -1, .rootfs = -1, .n = cfg->n_binds };
+	out->binds = malloc((cfg->n_binds + 1) * sizeof(int));
+	if (!out->binds)
+		return kiwi_error(err, ENOMEM, STEP, "cannot allocate the idmapped binds");
+	for (size_t i = 0; i < cfg->n_binds; i++)
+		out->binds[i] = -1;
+	struct owner_ns *cache = calloc(cfg->n_binds + 1, sizeof(*cache));
+	size_t n_cache = 0;
+	_cleanup_close_ int own = cache ? userns_of(cfg->idmap, err) : -1;
+	int r = -1;
+	if (!cache)
+		kiwi_error(err, ENOMEM, STEP, "cannot allocate the idmapped binds");
+	else if (own >= 0 && (out->rootfs = idmapped_tree(cfg->rootfs, own, false, "rootfs", err)) >= 0)
+		r = make_binds(cfg, out, cache, &n_cache, err);
+	for (size_t i = 0; i < n_cache; i++)
+		close(cache[i].fd);
+	free(cache);
+	if (r < 0)
+		kiwi_idmounts_close(out);
+	return r;
+}
+
+void kiwi_idmounts_close(struct kiwi_idmounts *t)
+{
+	if (t->rootfs_dir >= 0)
+		close(t->rootfs_dir);
+	if (t->rootfs >= 0)
+		close(t->rootfs);
+	t->rootfs = t->rootfs_dir = -1;
+	for (size_t i = 0; t->binds && i < t->n; i++)
+		if (t->binds[i] >= 0)
+			close(t->binds[i]);
+	free(t->binds);
+	t->binds = NULL;
+	t->n = 0;
+}
