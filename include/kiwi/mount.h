@@ -64,4 +64,12 @@ int kiwi_mount_mask(int mntfd, const char *name, struct kiwi_mask_source *src, k
  * new root's mount given root_attrs (MOUNT_ATTR_*). */
 int kiwi_mount_pivot(int rootfd, uint64_t root_attrs, kiwi_err *err);
 
+/* The calling process's mount namespace's 64-bit id (never reused), or 0
+ * where the kernel has none to give (before Linux 6.10). */
+uint64_t kiwi_mount_ns_id(void);
+/* Whether the mount namespace of that id still exists (listmount(2)):
+ * 1, 0 (gone: no process is in it and nothing holds it), or -1 where the
+ * kernel cannot tell (before Linux 6.11, or id 0). */
+int kiwi_mount_ns_exists(uint64_t id);
+
 #endif

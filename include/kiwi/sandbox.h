@@ -53,6 +53,11 @@ struct kiwi_session_hooks {
 	 * answered by the caller once everything is removed. */
 	const char *end_reason;
 	int destroy_fd;
+	/* Out, from pid 1 before ready (-1 and 0 until then): the sandbox's
+	 * procfs, the caller's to close, and its mount namespace's id (0:
+	 * this kernel gives none), the witnesses of a clean end. */
+	int procfs_fd;
+	uint64_t mntns_id;
 };
 
 /* The supervisor's ops besides exec ('x'), snapshot ('s') and destroy

@@ -109,7 +109,13 @@ struct kiwi_session_evidence {
 
 /* The evidence as one JSON object with a newline; the caller frees it. */
 char *kiwi_session_evidence_json(const char *id, const struct kiwi_session_evidence *ev);
-/* Processes whose namespace of kind ("pid", "mnt") has inode ino. */
-int kiwi_session_ns_users(const char *kind, uint64_t ino);
+/* Processes of the host whose pid namespace has inode pidns, and whose
+ * mount namespace has inode mntns (0: not counted), in one pass over
+ * /proc: the fallback where the witnesses below are missing. */
+void kiwi_session_ns_users(uint64_t pidns, uint64_t mntns, int *pids, int *mnts);
+/* The processes a session's own procfs (kiwi_session_hooks.procfs_fd)
+ * lists: every one of its pid namespace, zombies too; -1 if procfs is not
+ * a procfs or cannot be read. */
+int kiwi_session_pidns_tasks(int procfs);
 
 #endif

@@ -27,6 +27,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_EXEC_END,       /* init -> parent  an exec leader ended; value: how many run */
 	KIWI_SYNC_PURGE,          /* parent -> init  kill every process but pid 1, wait for all */
 	KIWI_SYNC_PURGED,         /* init -> parent  done; value: how many were killed */
+	KIWI_SYNC_WITNESS,        /* init -> parent  a session, before #2: the sandbox's own
+	                           * procfs rides along, ns_id is its mount namespace's */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */
@@ -45,6 +47,7 @@ struct kiwi_sync_msg {
 	uint64_t stime_us;
 	uint32_t flags;           /* EXIT: KIWI_SYNC_DISK_FULL */
 	uint64_t disk_used_kib;   /* EXIT: the writable layer's peak use */
+	uint64_t ns_id;           /* WITNESS: the mount namespace's id, 0: unknown */
 	kiwi_err err;             /* ERROR */
 };
 

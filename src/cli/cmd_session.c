@@ -8,6 +8,7 @@
 #include "session_snap.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/mount.h"
 #include "kiwi/policy.h"
 #include "kiwi/registry.h"
 #include "kiwi/sandbox.h"
@@ -142,6 +143,29 @@ static int listen_on(const char *path, kiwi_err *err)
 	return TAKE_FD(fd);
 }
 
+/* What is left of the session's processes and mounts. Its own procfs
+ * lists its pid namespace, empty once pid 1 is reaped (the kernel ends and
+ * reaps the rest first); a mount namespace that no longer exists has
+ * nobody in it. Where a witness is missing (an older kernel) or the mount
+ * namespace lives on, every process of the host is read instead, until
+ * none is left or 2 s have passed. */
+static void count_leftovers(const struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
+			    struct kiwi_session_evidence *ev)
+{
+	for (int i = 0; i < 200; i++) {
+		int tasks = kiwi_session_pidns_tasks(h->procfs_fd);
+		bool mnt_gone = kiwi_mount_ns_exists(h->mntns_id) == 0;
+		int pids = 0, mnts = 0;
+		if (tasks < 0 || !mnt_gone)
+			kiwi_session_ns_users(tasks < 0 ? pidns : 0, mnt_gone ? 0 : mntns, &pids, &mnts);
+		ev->processes_left = tasks >= 0 ? tasks : pids;
+		ev->mount_ns_users = mnts;
+		if (ev->processes_left <= 0 && ev->mount_ns_users <= 0)
+			return;
+		usleep(10000);
+	}
+}
+
 /* The supervisor's last word, for destroy: what is left of the session. */
 static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
 			   const char *sock_path, int run_rc, int release_rc, const kiwi_err *release_err)
@@ -152,15 +176,7 @@ static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, 
 		layered |= s->a.cfg.binds[i].layered && !s->a.cfg.binds[i].read_only;
 	if (layered)
 		ev.workspace = run_rc < 0 ? "failed" : s->a.cfg.ws_mode == KIWI_WS_DISCARD ? "discarded" : "landed";
-	/* The kernel kills the rest of the namespace when pid 1 goes; a
-	 * moment may pass before the last of them is gone. */
-	for (int i = 0; i < 200; i++) {
-		ev.processes_left = pidns ? kiwi_session_ns_users("pid", pidns) : 0;
-		ev.mount_ns_users = mntns ? kiwi_session_ns_users("mnt", mntns) : 0;
-		if (ev.processes_left <= 0 && ev.mount_ns_users <= 0)
-			break;
-		usleep(10000);
-	}
+	count_leftovers(h, pidns, mntns, &ev);
 	ev.cgroup_removed = -1;
 	if (s->res.has_cgroup) {
 		char mount[4096], path[8192];
@@ -326,7 +342,7 @@ static int session_create(int argc, char **argv)
 	/* A cgroup where the host gives one, even without limits: each exec
 	 * gets its own below it, and its removal proves the end. */
 	s.a.cfg.own_cgroup = true;
-	struct kiwi_session_hooks h = { .listen_fd = -1, .destroy_fd = -1, .idle_timeout_ns = o.idle_ns,
+	struct kiwi_session_hooks h = { .listen_fd = -1, .destroy_fd = -1, .procfs_fd = -1, .idle_timeout_ns = o.idle_ns,
 					.max_lifetime_ns = o.lifetime_ns };
 	char sock_path[108];
 	char id[KIWI_REGISTRY_ID_LEN + 1];

@@ -577,6 +577,19 @@ static const struct init_step {
 	{ "exec", start },
 };
 
+/* A session's witnesses for its end, sent before any exec can run: the
+ * sandbox's procfs, whose root lists every process of the pid namespace
+ * (none once pid 1 is gone), and the mount namespace's id, which stops
+ * naming anything once the namespace is gone. destroy proves the end with
+ * them instead of reading the namespaces of every process on the host. */
+static void send_witness(int sock)
+{
+	_cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_WITNESS, .ns_id = kiwi_mount_ns_id() };
+	if (proc >= 0)
+		kiwi_sync_send_fd(sock, &m, proc);
+}
+
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
 	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 } };
@@ -613,6 +626,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* A session: ready once pid 1 holds nothing of the caller's; from
 	 * here on it keeps the sandbox for the execs (kiwi/keeper.h). */
 	if (c.cfg->session) {
+		send_witness(sock);
 		const int kept[] = { sock, c.disk.layer };
 		if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0)
 			goto fail;

@@ -10,6 +10,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -618,4 +619,39 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, const struct kiwi_i
 		return -1;
 	*layer_out = TAKE_FD(layer);
 	return 0;
+}
+
+/* Not in the headers of every libc this builds with (Linux 6.10, 6.11). */
+#ifndef NS_GET_MNTNS_ID
+#define NS_GET_MNTNS_ID _IOR(0xb7, 0x5, uint64_t)
+#endif
+#ifndef SYS_listmount
+#define SYS_listmount 458
+#endif
+#define KIWI_LSMT_ROOT 0xffffffffffffffffULL
+
+struct kiwi_mnt_id_req {
+	uint32_t size, spare;
+	uint64_t mnt_id, param, mnt_ns_id;
+};
+
+uint64_t kiwi_mount_ns_id(void)
+{
+	_cleanup_close_ int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	uint64_t id = 0;
+	if (fd < 0 || ioctl(fd, NS_GET_MNTNS_ID, &id) < 0)
+		return 0;
+	return id;
+}
+
+int kiwi_mount_ns_exists(uint64_t id)
+{
+	if (!id)
+		return -1;
+	struct kiwi_mnt_id_req req = { .size = sizeof(req), .mnt_id = KIWI_LSMT_ROOT, .mnt_ns_id = id };
+	uint64_t one;
+	/* ENOENT: no namespace of that id; EPERM: it exists, not ours to list. */
+	if (syscall(SYS_listmount, &req, &one, 1, 0) >= 0 || errno == EPERM)
+		return 1;
+	return errno == ENOENT ? 0 : -1;
 }

@@ -465,6 +465,11 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 		f->layer_fd = TAKE_FD(fd);
 		f->layer_in_place = m->flags & KIWI_SYNC_BINDS_IN_PLACE;
 	}
+	if (fd >= 0 && r > 0 && m->type == KIWI_SYNC_WITNESS && f->session && f->session->procfs_fd < 0 &&
+	    !f->res->started) {
+		f->session->procfs_fd = TAKE_FD(fd);
+		f->session->mntns_id = m->ns_id;
+	}
 	if (fd >= 0)
 		close(fd);
 	return r;

@@ -7,10 +7,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -114,26 +117,52 @@ int kiwi_session_seal(const struct kiwi_registry_entry *e, int *reaped, kiwi_err
 	return 0;
 }
 
-int kiwi_session_ns_users(const char *kind, uint64_t ino)
+/* Whether /proc/<pid>/ns/<kind> is the namespace of inode ino. */
+static bool in_ns(const char *pid, const char *kind, uint64_t ino)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -1;
-	char want[64];
+	char path[320], link[64], want[64];
+	snprintf(path, sizeof(path), "/proc/%.32s/ns/%s", pid, kind);
+	ssize_t len = readlink(path, link, sizeof(link) - 1);
+	if (len <= 0)
+		return false;
+	link[len] = '\0';
 	snprintf(want, sizeof(want), "%s:[%llu]", kind, (unsigned long long)ino);
-	int n = 0;
+	return !strcmp(link, want);
+}
+
+void kiwi_session_ns_users(uint64_t pidns, uint64_t mntns, int *pids, int *mnts)
+{
+	*pids = *mnts = 0;
+	DIR *d = opendir("/proc");
+	if (!d) {
+		*pids = *mnts = -1;
+		return;
+	}
 	for (struct dirent *de; (de = readdir(d));) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		char path[320], link[64];
-		snprintf(path, sizeof(path), "/proc/%.32s/ns/%.16s", de->d_name, kind);
-		ssize_t len = readlink(path, link, sizeof(link) - 1);
-		if (len <= 0)
-			continue;
-		link[len] = '\0';
-		if (!strcmp(link, want))
-			n++;
+		*pids += pidns && in_ns(de->d_name, "pid", pidns);
+		*mnts += mntns && in_ns(de->d_name, "mnt", mntns);
 	}
+	closedir(d);
+}
+
+int kiwi_session_pidns_tasks(int procfs)
+{
+	struct statfs sf;
+	if (procfs < 0 || fstatfs(procfs, &sf) < 0 || sf.f_type != PROC_SUPER_MAGIC)
+		return -1;
+	/* A directory of its own each time: a fresh listing. */
+	int fd = openat(procfs, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		n += de->d_name[0] >= '0' && de->d_name[0] <= '9';
 	closedir(d);
 	return n;
 }

@@ -98,6 +98,29 @@ def test_destroy_prints_a_clean_end(session, kiwi):
     one_error_line(s.raw("session", "destroy", s.id), s.id)
 
 
+def test_destroy_reports_an_outside_process_in_its_mount_namespace(session, kiwi):
+    """The evidence is no formality: a host process that joined the
+    session's mount namespace (root's nsenter) keeps it alive, and destroy
+    says so instead of calling the end clean."""
+    if kiwi.mode != "root":
+        pytest.skip("joining the namespace of a non-dumpable pid 1 takes root")
+    s = session()
+    pid1 = s.listed()[0]["pid"]
+    holder = subprocess.Popen(["nsenter", "-t", str(pid1), "-m", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{holder.pid}/ns/mnt") != os.readlink(f"/proc/{pid1}/ns/mnt"):
+            assert time.monotonic() < deadline, "nsenter never joined"
+            time.sleep(0.05)
+        r = s.destroy()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 125, explain(r)
+    ev = json.loads(r.stdout)
+    assert not ev["clean"] and ev["mount_namespace_users"] == 1 and ev["processes_left"] == 0, ev
+
+
 def test_bad_input_one_line(session, kiwi):
     s = session()
     one_error_line(s.raw("session", "exec", "0123456789ab", "--", "true"), "0123456789ab")
