@@ -23,7 +23,9 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -636,16 +638,30 @@ int kiwi_registry_dir(char *out, size_t len, bool create, kiwi_err *err)
 	return 0;
 }
 
-/* A session's socket (<id>.sock) whose entry is gone or stale. */
-static bool stale_socket(int dirfd, const char *name)
+/* Whether someone listens on the socket dir/name: a session being
+ * created listens before it is registered. */
+static bool listened_on(const char *dir, const char *name)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	if (snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", dir, name) >= (int)sizeof(sun.sun_path))
+		return false;
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* EAGAIN: a full backlog is a listener too. The supervisor reads
+	 * this connection's end at once and drops it. */
+	return fd >= 0 && (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 || errno == EAGAIN);
+}
+
+/* A session's socket (<id>.sock) whose entry is gone or stale, and that
+ * nobody listens on. */
+static bool stale_socket(const struct regdir *d, const char *name)
 {
 	size_t n = strlen(name);
 	if (n != KIWI_REGISTRY_ID_LEN + 5 || strcmp(name + KIWI_REGISTRY_ID_LEN, ".sock"))
 		return false;
 	char entry[KIWI_REGISTRY_ID_LEN + sizeof(SUFFIX)];
 	snprintf(entry, sizeof(entry), "%.*s%s", KIWI_REGISTRY_ID_LEN, name, SUFFIX);
-	_cleanup_close_ int fd = openat(dirfd, entry, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0;
+	_cleanup_close_ int fd = openat(d->fd, entry, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0) && !listened_on(d->path, name);
 }
 
 static int gc_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
@@ -653,7 +669,7 @@ static int gc_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 	unsigned *removed = ctx;
 	(void)err;
 	for (struct dirent *de; (de = readdir(dir));) {
-		if (stale_socket(d->fd, de->d_name)) {
+		if (stale_socket(d, de->d_name)) {
 			unlinkat(d->fd, de->d_name, 0);
 			continue;
 		}

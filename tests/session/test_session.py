@@ -205,6 +205,32 @@ def test_killed_keeper_ends_the_session_by_itself(session, kiwi):
     s.destroyed = True
 
 
+def test_gc_spares_the_socket_of_a_session_being_created(session, kiwi):
+    """A session listens before it is registered: gc, run by anyone at
+    that moment, must not take its socket (the session would live on,
+    unreachable). A socket nobody listens on is still collected."""
+    if kiwi.mode != "root":
+        pytest.skip("the registry directory is root's; rootless runs the same code")
+    import socket
+    s = session()
+    d = next(p.parent for p in registry_dirs(kiwi) if p.name == s.id + ".sock")
+    live, dead = (socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2))
+    paths = [d / (os.urandom(6).hex() + ".sock") for _ in range(2)]
+    try:
+        live.bind(str(paths[0]))
+        live.listen(4)
+        dead.bind(str(paths[1]))
+        dead.close()
+        r = s.raw("gc")
+        assert r.returncode == 0, explain(r)
+        assert paths[0].exists(), "gc took the socket of a session not registered yet"
+        assert not paths[1].exists(), "gc left a socket nobody listens on"
+    finally:
+        live.close()
+        for p in paths:
+            p.unlink(missing_ok=True)
+
+
 def registry_dirs(kiwi):
     """The entries of the mode's registry directories that exist."""
     out = []
