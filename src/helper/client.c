@@ -316,10 +316,9 @@ static int child_of(const kiwi_json *j, struct kiwi_egress_child *child, kiwi_er
 		    inet_pton(AF_INET6, a6, child->addr6) != 1 || inet_pton(AF_INET6, g6, child->gateway6) != 1)
 			return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-prepare has a bad IPv6 part");
 		child->prefix6 = (uint8_t)p6;
-	} else {
-		const char *off = kiwi_json_string(kiwi_json_get(j, "ipv6_off"));
-		snprintf(child->ipv6_off, sizeof(child->ipv6_off), "%s", off ? off : "");
 	}
+	const char *off = kiwi_json_string(kiwi_json_get(j, "ipv6_off"));
+	snprintf(child->ipv6_off, sizeof(child->ipv6_off), "%s", off ? off : "");
 	return 0;
 }
 

@@ -119,7 +119,8 @@ static void answer_ok(int sock, const struct kiwi_egress_child *child, int host_
 			kiwi_jw_string(w, inet_ntop(AF_INET6, child->gateway6, a, sizeof(a)));
 			kiwi_jw_key(w, "prefix6");
 			kiwi_jw_int(w, child->prefix6);
-		} else {
+		}
+		if (child->ipv6_off[0]) {
 			kiwi_jw_key(w, "ipv6_off");
 			kiwi_jw_string(w, child->ipv6_off);
 		}

@@ -336,28 +336,35 @@ static bool sysctl_is(const char *path, char want)
 }
 
 /* IPv6 for the sandbox, decided before anything is made, by whoever may
- * write the host's sysctls (kiwi-run as root, kiwi-helper): wanted when
- * it can go somewhere (elsewhere a sandbox with an address would try it
- * first and wait for each refusal), had when this host can give it.
- * Where it cannot, it is off, the verdict says why, and IPv4 egress goes
- * on. Forwarding on makes the host ignore router advertisements (unless
- * accept_ra is 2), see kiwi-run-network(7). */
+ * write the host's sysctls (kiwi-run as root, kiwi-helper). The sandbox
+ * gets an address and route whenever this host's kernel can give one, so
+ * that its IPv6 attempts reach the table and are audited even where none
+ * may leave (no route, no CIDR: the table denies them all before routing,
+ * see egress_rules.c). Leaving needs forwarding on, which makes the host
+ * ignore router advertisements (unless accept_ra is 2), see
+ * kiwi-run-network(7). Whatever IPv6 cannot do here, IPv4 goes on and the
+ * verdict says why. */
 static void decide_ipv6(struct kiwi_egress *e)
 {
-	e->ipv6 = false;
+	e->ipv6 = e->ipv6_out = false;
 	kiwi_err one = { 0 };
-	if (!e->host_ipv6 && !e->cfg.n_allow_cidrs6)
-		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "no IPv6 default route on the host and no IPv6 --allow-cidr");
-	else if (access("/proc/sys/net/ipv6", F_OK) < 0)
+	if (access("/proc/sys/net/ipv6", F_OK) < 0) {
 		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "this kernel has no IPv6");
-	else if (!sysctl_is("/proc/sys/net/ipv6/conf/all/disable_ipv6", '0') ||
-		 !sysctl_is("/proc/sys/net/ipv6/conf/default/disable_ipv6", '0'))
+		return;
+	}
+	if (!sysctl_is("/proc/sys/net/ipv6/conf/all/disable_ipv6", '0') ||
+	    !sysctl_is("/proc/sys/net/ipv6/conf/default/disable_ipv6", '0')) {
 		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "IPv6 is turned off on this host (net.ipv6.conf.all or "
 							  "default.disable_ipv6)");
+		return;
+	}
+	e->ipv6 = true;
+	if (!e->host_ipv6 && !e->cfg.n_allow_cidrs6)
+		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "no IPv6 default route on the host and no IPv6 --allow-cidr");
 	else if (turn_on("/proc/sys/net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding", &one) < 0)
 		snprintf(e->ipv6_off, sizeof(e->ipv6_off), "%.100s", one.msg);
 	else
-		e->ipv6 = true;
+		e->ipv6_out = true;
 }
 
 /* Each end's MAC, from its IPv4 address (locally administered, unique
@@ -428,7 +435,9 @@ int kiwi_egress_shell(const struct kiwi_egress_config *c, const struct kiwi_egre
 	if (!e)
 		return kiwi_error(err, ENOMEM, "egress", "out of memory");
 	e->block = child->gateway - 1;
-	e->ipv6 = child->prefix6 != 0;   /* as kiwi-helper decided */
+	/* as kiwi-helper decided */
+	e->ipv6 = child->prefix6 != 0;
+	e->ipv6_out = e->ipv6 && !child->ipv6_off[0];
 	snprintf(e->ipv6_off, sizeof(e->ipv6_off), "%s", child->ipv6_off);
 	/* --egress-audit: the caller's own file, opened with its own rights */
 	if (host_addrs(e, err) < 0 || open_audit(e, err) < 0) {

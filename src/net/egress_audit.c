@@ -202,7 +202,7 @@ void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 		return;
 	}
 	pthread_mutex_lock((pthread_mutex_t *)&e->audit_lock);
-	kiwi_egress_write_fields(w, &e->blocked, &e->allowed, e->lost, &e->attempts, e->ipv6, e->ipv6_off);
+	kiwi_egress_write_fields(w, &e->blocked, &e->allowed, e->lost, &e->attempts, e->ipv6_out, e->ipv6_off);
 	pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
 }
 
@@ -249,7 +249,7 @@ struct kiwi_egress_tally *kiwi_egress_tally_since(struct kiwi_egress *e, const s
 	t->magic = TALLY_MAGIC;
 	if (!e)
 		return t;
-	t->ipv6 = e->ipv6;
+	t->ipv6 = e->ipv6_out;   /* could leave: the verdict's egress_ipv6 */
 	snprintf(t->ipv6_off, sizeof(t->ipv6_off), "%s", e->ipv6_off);
 	pthread_mutex_lock(&e->audit_lock);
 	t->lost = e->lost >= m->lost ? e->lost - m->lost : 0;

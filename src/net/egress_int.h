@@ -79,9 +79,10 @@ struct egress_ring {
 struct kiwi_egress {
 	struct kiwi_egress_config cfg;
 	uint32_t block;             /* the /30: block+1 host side, block+2 sandbox */
-	bool ipv6;                  /* the sandbox gets IPv6: the host has a route, or a CIDR allows */
+	bool ipv6;                  /* the sandbox gets an IPv6 address: the kernel has IPv6 */
+	bool ipv6_out;              /* and IPv6 may leave it: the host has a route, or a CIDR allows */
 	bool host_ipv6;             /* the host has an IPv6 default route */
-	char ipv6_off[KIWI_EGRESS_IPV6_OFF_MAX];   /* why not ipv6, for the verdict */
+	char ipv6_off[KIWI_EGRESS_IPV6_OFF_MAX];   /* why not ipv6_out, for the verdict */
 	uint8_t pool6[16];
 	uint8_t host6[16], sandbox6[16];
 	char id[9];                 /* block in hex: names everything below */

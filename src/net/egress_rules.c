@@ -39,6 +39,10 @@
  *   chain deny {
  *     meta l4proto tcp reject with tcp reset
  *     reject with icmpx admin-prohibited }
+ *   chain noroute6 { type filter hook prerouting priority 0;   # only when no IPv6 may leave
+ *     iif != V accept;  meta nfproto != ipv6 accept
+ *     ip6 daddr GW6 accept;  ip6 daddr ff02::/16 accept
+ *     goto decide6 }                           # which then denies everything
  *   chain postrouting { type nat hook postrouting priority 100;
  *     ip saddr SANDBOX oif != V masquerade
  *     ip6 saddr SANDBOX6 oif != V masquerade }
@@ -448,14 +452,34 @@ static void policy_chains(struct kiwi_nft *n, const struct kiwi_egress *e, const
 	RULE(n, "decide", { deny_as(r, e, "not_allowed:protocol"); });
 }
 
+/* IPv6 that may not leave at all (no route on the host, no CIDR): decided
+ * before routing, which would refuse it unseen (no route) or never
+ * forward it, so each attempt is still audited with its class. Only the
+ * link's own traffic (to the gateway, link-scope multicast) goes on to
+ * the input chain; decide6 has no accept rule then. */
+static void noroute6_chain(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f6)
+{
+	int v = e->host_ifindex;
+	kiwi_nft_add_chain(n, "noroute6", "filter", NF_INET_PRE_ROUTING, 0);
+	RULE(n, "noroute6", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "noroute6", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV6);
+			      kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "noroute6", { load_daddr(r, f6, NFT_REG_1); kiwi_nft_cmp(r, NFT_CMP_EQ, e->host6, 16);
+			      kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "noroute6", { kiwi_nft_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 2, NFT_REG_1);
+			      kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(0xff02) }, 2);
+			      kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "noroute6", { kiwi_nft_verdict(r, NFT_GOTO, f6->chain); });
+}
+
 static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 {
 	uint32_t self4 = htonl(e->block + 2);
 	const struct fam f4 = { NFPROTO_IPV4, 12, 16, 4, (const uint8_t *)&self4, "never", "special", "allow",
 				"decide4", SET_NEVER, SET_SPECIAL, SET_ALLOW, e->cfg.n_allow_cidrs, true };
 	const struct fam f6 = { NFPROTO_IPV6, 8, 24, 16, e->sandbox6, "never6", "special6", "allow6",
-				"decide6", SET_NEVER6, SET_SPECIAL6, SET_ALLOW6, e->cfg.n_allow_cidrs6,
-				e->host_ipv6 };
+				"decide6", SET_NEVER6, SET_SPECIAL6, SET_ALLOW6,
+				e->ipv6_out ? e->cfg.n_allow_cidrs6 : 0, e->ipv6_out && e->host_ipv6 };
 	_cleanup_nft_ struct kiwi_nft *n = kiwi_nft_begin(NFPROTO_INET, e->table, err);
 	if (!n)
 		return -1;
@@ -466,6 +490,8 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 	deny_chain(n);
 	policy_chains(n, e, &f4, &f6);
 	hook_chains(n, e, &f4, &f6);
+	if (e->ipv6 && !e->ipv6_out)
+		noroute6_chain(n, e, &f6);
 	if (e->gate_tcp)
 		gate_chains(n, e);
 	return kiwi_nft_commit(n, e->nft, err);

@@ -11,7 +11,7 @@ import pytest
 
 from checks import FAST_MS, REFUSED, connected
 from conftest import Egress
-from fakenet import HOST_UPLINK6, World, leftovers, sh
+from fakenet import HOST_UPLINK6, INET_UPLINK6, World, leftovers, sh
 
 POOL6 = "fd6b:6977:6900::"
 # The first IPv6 connection of a fresh sandbox sometimes loses its first
@@ -135,19 +135,39 @@ def test_private_network_ipv6(egress):
     assert set(rules(rep).values()) == {"not_allowed"}, rep["egress_blocked"]
 
 
-def test_no_ipv6_when_the_host_has_none(egress, world):
-    """No IPv6 default route on the host and no IPv6 CIDR: no address, and
-    IPv6 fails at once."""
+@pytest.fixture
+def no_ipv6_route(world):
+    """The fake host without its IPv6 default route, for one test."""
     hx = lambda *a: subprocess.run(world.hx(*a), capture_output=True, text=True)
     hx("ip", "-6", "route", "del", "default")
-    try:
-        res, rep = egress.probes(["--egress", "public_internet"],
-                                 [["tcp", "2a00:5::5", 80], ["cat", "/proc/net/if_inet6"]])
-    finally:
-        from fakenet import INET_UPLINK6
-        hx("ip", "-6", "route", "add", "default", "via", INET_UPLINK6)
-    assert not res[0]["ok"] and res[0]["error"] == "ENETUNREACH" and res[0]["ms"] < FAST_MS, res[0]
-    assert "eth0" not in res[1]["reply"], res[1]
+    yield
+    hx("ip", "-6", "route", "add", "default", "via", INET_UPLINK6)
+
+
+@pytest.mark.parametrize("kind", ["public_internet", "private_network"])
+def test_ipv6_without_a_route_fails_at_once_and_is_audited(egress, no_ipv6_route, scratch, kind):
+    """No IPv6 default route on the host and no IPv6 CIDR: nothing may
+    leave, yet the sandbox has an address, so each attempt reaches the
+    table and is refused at once with the class that decided it."""
+    audit = scratch / "nov6.jsonl"
+    v4 = "203.0.113.10" if kind == "public_internet" else "10.99.0.10"
+    calls = [["tcp", "2a00:5::5", 80], ["udp", "2a00:5::5", 443], ["tcp", "fd00:ec2::254", 80],
+             ["tcp", "2001:db8::10", 80], ["tcp", v4, 80]]
+    opts = ["--egress", kind, "--allow-cidr", f"{v4}/32", "--allow-port", "80,443", "--egress-audit", audit]
+    res, rep = egress.probes(opts, calls)
+    denied_fast(res[0], "public IPv6 without a route")
+    assert not res[1]["ok"] or res[1]["reply"] == "", res[1]
+    denied_fast(res[2], "the metadata address")
+    denied_fast(res[3], "documentation IPv6")
+    connected(res[4], "IPv4 goes on")
+    public = "not_allowed:no_ipv6_route" if kind == "public_internet" else "not_allowed"
+    want = {("tcp", "2a00:5::5", 80): public, ("udp", "2a00:5::5", 443): public,
+            ("tcp", "fd00:ec2::254", 80): "always_deny:metadata",
+            ("tcp", "2001:db8::10", 80): "not_allowed:documentation" if kind == "public_internet" else "not_allowed"}
+    assert rules(rep) == want, rep["egress_blocked"]
+    lines = [json.loads(l) for l in audit.read_text().splitlines()]
+    assert {(l["proto"], l["dst"], l["port"]): l["rule"] for l in lines if l["verdict"] == "deny"} == want, lines
+    assert rep["egress_ipv6"] is False and "no IPv6 default route" in rep["egress_ipv6_off"], rep
 
 
 @pytest.fixture
