@@ -64,7 +64,5 @@ uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p);
 int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err);
 /* Stops the thread, closes every connection, frees p (NULL is fine). */
 void kiwi_proxy_close(struct kiwi_proxy *p);
-/* The first IPv4 nameserver of resolv.conf; 0 when it has none. */
-uint32_t kiwi_proxy_system_resolver(const char *resolv_conf);
 
 #endif

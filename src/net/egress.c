@@ -4,6 +4,7 @@
  * egress_rules.c, the audit in egress_audit.c. */
 #include "egress_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/dns_client.h"
 #include "kiwi/fds.h"
 #include "kiwi/fileio.h"
 #include "kiwi/nflog.h"
@@ -15,7 +16,6 @@
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -92,23 +92,31 @@ static int add_pin(struct kiwi_egress *e, uint32_t addr, uint16_t port, kiwi_err
 	return 0;
 }
 
-static int lookup(const char *name, uint32_t *addrs, size_t *n, kiwi_err *err)
+uint32_t kiwi_egress_upstream(const struct kiwi_egress_config *c)
 {
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
-	int r = getaddrinfo(name, NULL, &hints, &res);
-	if (r)
-		return kiwi_error(err, r == EAI_SYSTEM ? errno : 0, "egress",
-				  "--allow-host `%s`: cannot resolve it: %s", name, gai_strerror(r));
+	return c->dns ? c->dns : kiwi_dns_system_resolver("/etc/resolv.conf");
+}
+
+/* Asked of the gate's own upstream, not through this host's resolver
+ * configuration: a name only --dns knows must pass here too. */
+static int lookup(const struct kiwi_egress *e, const struct kiwi_egress_host *h, uint32_t *addrs, size_t *n,
+		  kiwi_err *err)
+{
+	struct in_addr a;
 	*n = 0;
-	for (struct addrinfo *ai = res; ai && *n < KIWI_EGRESS_MAX_ADDRS; ai = ai->ai_next) {
-		uint32_t a = ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr);
-		bool dup = false;
-		for (size_t i = 0; i < *n; i++)
-			dup |= addrs[i] == a;
-		if (!dup)
-			addrs[(*n)++] = a;
+	if (kiwi_egress_host_is_addr(h) && inet_pton(AF_INET, h->name, &a) == 1) {
+		addrs[(*n)++] = ntohl(a.s_addr);
+		return 0;
 	}
-	freeaddrinfo(res);
+	uint32_t upstream = kiwi_egress_upstream(&e->cfg);
+	if (!upstream)
+		return kiwi_error(err, 0, "egress", "--allow-host `%s`: host_allowlist needs a resolver to ask: give "
+						    "--dns, or a nameserver in /etc/resolv.conf", h->name);
+	struct kiwi_dns_answer ans;
+	if (kiwi_dns_lookup(upstream, h->name, &ans, err) < 0)
+		return kiwi_error_wrap(err, "--allow-host `%s`: cannot resolve it: ", h->name);
+	*n = ans.n_addrs < KIWI_EGRESS_MAX_ADDRS ? ans.n_addrs : KIWI_EGRESS_MAX_ADDRS;
+	memcpy(addrs, ans.addrs, *n * sizeof(*addrs));
 	return 0;
 }
 
@@ -126,7 +134,7 @@ static int resolve_host(struct kiwi_egress *e, const struct kiwi_egress_host *h,
 	const char *cls = NULL;
 	if (h->name[0] == '*')
 		return 0;   /* a pattern: only its names' answers can be checked */
-	if (lookup(h->name, addrs, &n, err) < 0)
+	if (lookup(e, h, addrs, &n, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const char *c = kiwi_egress_forbidden(&e->cfg, e->host_addrs, e->n_host_addrs, addrs[i]);
@@ -300,11 +308,16 @@ static int host_addrs(struct kiwi_egress *e, kiwi_err *err)
 	if (!nl || kiwi_rtnl_addrs4(nl, e->host_addrs, EGRESS_MAX_HOST_ADDRS, &e->n_host_addrs, err) < 0 ||
 	    kiwi_rtnl_has_default6(nl, &e->host_ipv6, err) < 0)
 		return -1;
+	/* host_allowlist: the gate asks it, from the host */
+	if (e->cfg.kind == KIWI_EGRESS_HOST_ALLOWLIST)
+		return 0;
 	char s[INET_ADDRSTRLEN];
 	for (size_t i = 0; i < e->n_host_addrs; i++)
 		if (e->cfg.dns == e->host_addrs[i])
 			return kiwi_error(err, 0, "egress", "--dns `%s` is this host's own address, which the "
-						     "sandbox can never reach", ip4_str(e->cfg.dns, s));
+						     "sandbox itself asks in this kind and can never reach: only "
+						     "host_allowlist, whose resolver asks from the host, takes it",
+					  ip4_str(e->cfg.dns, s));
 	return 0;
 }
 

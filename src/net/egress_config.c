@@ -469,10 +469,11 @@ int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const 
 		if (parse_ip4(value, &c->dns) < 0)
 			return bad(err, key, value, strchr(value, ':') ? "the resolver must be an IPv4 address"
 								       : "expected the resolver's IPv4 address");
-		if (kiwi_egress_addr_class(c->dns) == KIWI_ADDR_NEVER)
+		/* loopback: only host_allowlist takes it, see kiwi_egress_config_check() */
+		if (kiwi_egress_addr_class(c->dns) == KIWI_ADDR_NEVER && !kiwi_egress_dns_on_loopback(c))
 			return bad(err, key, value,
-				   "the sandbox can never reach this address (loopback, link-local, multicast or "
-				   "reserved): name a resolver on the network");
+				   "this address is never a resolver (link-local, multicast or reserved): name a "
+				   "resolver on the network, or on loopback with --egress host_allowlist");
 		return 0;
 	}
 	if (!strcmp(key, "egress-audit")) {
@@ -530,8 +531,22 @@ static int check_private(const struct kiwi_egress_config *c, kiwi_err *err)
 	return 0;
 }
 
+bool kiwi_egress_dns_on_loopback(const struct kiwi_egress_config *c)
+{
+	return (c->dns >> 24) == 127;
+}
+
 int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err)
 {
+	char s[INET_ADDRSTRLEN];
+	/* The gate asks the upstream from the host; elsewhere the sandbox asks
+	 * it itself, and can never reach the host's loopback. */
+	if (kiwi_egress_dns_on_loopback(c) && c->kind != KIWI_EGRESS_HOST_ALLOWLIST)
+		return kiwi_error(err, 0, "egress", "--dns `%s` is on loopback, which the sandbox itself asks in "
+						    "%s and can never reach: only host_allowlist, whose resolver asks "
+						    "from the host, takes it",
+				  inet_ntop(AF_INET, &(uint32_t){ htonl(c->dns) }, s, sizeof(s)),
+				  c->kind == KIWI_EGRESS_PUBLIC_INTERNET ? "public_internet" : "private_network");
 	if (c->kind == KIWI_EGRESS_PRIVATE_NETWORK && !c->n_allow_cidrs && !c->n_allow_cidrs6)
 		return kiwi_error(err, 0, "egress",
 				  "--egress private_network needs at least one --allow-cidr");

@@ -137,6 +137,10 @@ bool kiwi_in_cidr6(const uint8_t *a, const uint8_t *net, unsigned prefix);
 #define EGRESS_LOG_NEVER "always_deny"
 #define EGRESS_LOG_SPECIAL "not_allowed:special"
 
+/* The resolver host_allowlist's names are asked of: --dns, else the
+ * host's resolv.conf's first (0: none). */
+uint32_t kiwi_egress_upstream(const struct kiwi_egress_config *c);
+
 int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err);
 /* sock may be NULL */
 int kiwi_egress_delete_table(const char *table, struct mnl_socket *sock, kiwi_err *err);

@@ -491,18 +491,3 @@ void kiwi_proxy_close(struct kiwi_proxy *p)
 			close(fds[i]);
 	free(p);
 }
-
-uint32_t kiwi_proxy_system_resolver(const char *resolv_conf)
-{
-	FILE *f = fopen(resolv_conf, "re");
-	char line[256], addr[64];
-	uint32_t found = 0;
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		struct in_addr a;
-		if (sscanf(line, " nameserver %63s", addr) == 1 && inet_pton(AF_INET, addr, &a) == 1)
-			found = ntohl(a.s_addr);
-	}
-	if (f)
-		fclose(f);
-	return found;
-}

@@ -21,8 +21,11 @@ import time
 
 ROLES = {
     "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True, "bulk": [9000]},
-    "host": {"tcp": [8081], "udp": [8083], "dns": False, "loopback_tcp": [8082]},
+    "host": {"tcp": [8081], "udp": [8083], "dns": False, "loopback_tcp": [8082], "host_dns": True},
 }
+# The fake host's own resolver (on its loopback and its addresses, as a
+# local caching resolver would be), which alone knows these names
+HOST_NAMES = {"inside.test": ["203.0.113.11"]}
 
 NAMES = {
     "good.test": ["203.0.113.10"],
@@ -128,7 +131,9 @@ def serve_udp6(sock):
 SWITCH_S = 15
 
 
-def answers_for(name):
+def answers_for(name, names):
+    if names is not NAMES:
+        return names.get(name, [])
     later = {"rebind": "169.254.169.254", "rotate": "203.0.113.11"}
     for prefix, then in later.items():
         if name.startswith(prefix):
@@ -138,7 +143,7 @@ def answers_for(name):
     return NAMES.get(name, [])
 
 
-def dns_reply(q):
+def dns_reply(q, names=NAMES):
     qid, flags, qd = struct.unpack("!HHH", q[:6])
     labels, o = [], 12
     while q[o]:
@@ -147,18 +152,18 @@ def dns_reply(q):
     qtype = struct.unpack("!H", q[o + 1:o + 3])[0]
     question = q[12:o + 5]
     name = ".".join(labels).lower()
-    addrs = answers_for(name) if qtype == 1 else []
-    rcode = 0 if addrs or name in NAMES or name.startswith(("rebind", "rotate")) else 3
+    addrs = answers_for(name, names) if qtype == 1 else []
+    rcode = 0 if addrs or name in names or (names is NAMES and name.startswith(("rebind", "rotate"))) else 3
     head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, len(addrs), 0, 0)
     body = b"".join(struct.pack("!HHHIH", 0xC00C, 1, 1, 0, 4) + socket.inet_aton(a) for a in addrs)
     return head + question + body
 
 
-def serve_dns(sock):
+def serve_dns(sock, names=NAMES):
     while True:
         q, peer, local = recv_dgram(sock)
         try:
-            send_dgram(sock, dns_reply(q), peer, local)
+            send_dgram(sock, dns_reply(q, names), peer, local)
         except (IndexError, struct.error, UnicodeDecodeError):
             pass
 
@@ -196,6 +201,8 @@ def main():
     jobs += [(serve_udp6, bound6(socket.SOCK_DGRAM, p)) for p in role["udp"]]
     if role["dns"]:
         jobs.append((serve_dns, bound(socket.SOCK_DGRAM, "0.0.0.0", 53)))
+    if role.get("host_dns"):
+        jobs.append((lambda sock: serve_dns(sock, HOST_NAMES), bound(socket.SOCK_DGRAM, "0.0.0.0", 53)))
     for fn, s in jobs:
         threading.Thread(target=fn, args=(s,), daemon=True).start()
     print("ready", flush=True)

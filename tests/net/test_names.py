@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from fakenet import HOST_UPLINK
 from servers import SWITCH_S
 
 NAMES = ["--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24", "--dns", "192.0.2.53"]
@@ -197,3 +198,29 @@ def test_each_sandbox_has_its_own_gate(egress, scratch):
     connected(resa[1], "the sandbox that resolved the name")
     reset(resb[0], "the other sandbox, before it asked")
     connected(resb[2], "the other sandbox, once it asked its own gate")
+
+
+@pytest.mark.parametrize("dns", ["127.0.0.1", HOST_UPLINK])
+def test_the_gate_asks_a_resolver_on_the_hosts_loopback_or_address(egress, scratch, dns):
+    """The gate asks its upstream from the host: a local resolver (here the
+    fake host's own, which alone knows inside.test) serves the sandbox."""
+    audit = scratch / "audit.jsonl"
+    opts = ["--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24", "--dns", dns,
+            "--allow-host", "inside.test", "--egress-audit", audit]
+    res, rep = egress.probes(opts, [["resolve", "inside.test"], ["tls", "203.0.113.11", 443, "inside.test"],
+                                    ["resolve", "good.test"]])
+    assert res[0]["ok"] and res[0]["reply"] == "203.0.113.11", res[0]
+    connected(res[1], "TLS to the name the host's resolver gave")
+    assert not res[2]["ok"], "good.test is not on the list"
+    assert ("tcp", "203.0.113.11", 443, "inside.test") in {
+        (l["proto"], l["dst"], l["port"], l["name"]) for l in audit_lines(audit) if l["verdict"] == "allow"}
+
+
+@pytest.mark.parametrize("kind", [["--egress", "public_internet"],
+                                  ["--egress", "private_network", "--allow-cidr", "10.99.0.0/16"]])
+@pytest.mark.parametrize("dns", ["127.0.0.1", HOST_UPLINK])
+def test_a_resolver_the_sandbox_asks_itself_must_be_reachable(egress, kind, dns):
+    r, _ = egress.run([*kind, "--dns", dns], ["/bin/true"])
+    assert r.returncode == 125, r
+    assert len(r.stderr.strip().splitlines()) == 1 and f"--dns `{dns}`" in r.stderr, r.stderr
+    assert "only host_allowlist" in r.stderr, r.stderr

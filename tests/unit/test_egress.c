@@ -90,8 +90,9 @@ static const struct bad bads[] = {
 	{ "allow-host", "x.example:0", "1 to 65535" },
 	{ "allow-host", "[::1]:443", "IPv6" },
 	{ "allow-host", "::1", "IPv6" },
-	{ "dns", "127.0.0.53", "never reach" },
-	{ "dns", "169.254.169.254", "never reach" },
+	{ "dns", "0.0.0.0", "never a resolver" },
+	{ "dns", "169.254.169.254", "never a resolver" },
+	{ "dns", "224.0.0.251", "never a resolver" },
 	{ "dns", "resolver", "IPv4 address" },
 	{ "egress-pool", "10.200.0.0/31", "8 to 30" },
 	{ "egress-pool", "127.0.0.0/16", "loopback" },
@@ -148,6 +149,28 @@ Test(egress, cross_checks)
 	kiwi_egress_config_add(&c, "allow-host", "x.example", &e);
 	cr_assert_eq(kiwi_egress_config_check(&c, &e), -1);
 	cr_assert(strstr(e.msg, "host_allowlist"), "%s", e.msg);
+}
+
+/* A resolver on loopback: only the gate (host_allowlist) asks from the
+ * host; in the other kinds the sandbox asks it itself. */
+Test(egress, dns_on_loopback)
+{
+	kiwi_err e = { 0 };
+	static const char *const refused[] = { "public_internet", "private_network" };
+	for (size_t i = 0; i < 2; i++) {
+		struct kiwi_egress_config c = cfg();
+		cr_assert_eq(kiwi_egress_config_add(&c, "dns", "127.0.0.53", &e), 0, "%s", e.msg);
+		kiwi_egress_config_add(&c, "egress", refused[i], &e);
+		kiwi_egress_config_add(&c, "allow-cidr", "10.0.0.0/8", &e);
+		cr_assert_eq(kiwi_egress_config_check(&c, &e), -1, "%s", refused[i]);
+		cr_assert(strstr(e.msg, "`127.0.0.53` is on loopback") && strstr(e.msg, refused[i]) &&
+			  strstr(e.msg, "only host_allowlist"), "%s", e.msg);
+	}
+	struct kiwi_egress_config c = cfg();
+	kiwi_egress_config_add(&c, "egress", "host_allowlist", &e);
+	kiwi_egress_config_add(&c, "allow-host", "x.example", &e);
+	cr_assert_eq(kiwi_egress_config_add(&c, "dns", "127.0.0.53", &e), 0, "%s", e.msg);
+	cr_assert_eq(kiwi_egress_config_check(&c, &e), 0, "%s", e.msg);
 }
 
 Test(egress, ipv6_cidrs)

@@ -231,7 +231,8 @@ Test(policy, network_errors)
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"allow_host\": [1]}}}",
 		       "`install.egress.allow_host[0]`: expected a string, got number");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"dns\": \"127.0.0.1\"}}}",
-		       "`install.egress.dns` `127.0.0.1`: the sandbox can never reach this address");
+		       "`install.egress`: --dns `127.0.0.1` is on loopback, which the sandbox itself asks in "
+		       "public_internet");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"dns\": \"::1\"}}}",
 		       "the resolver must be an IPv4 address");
 	assert_refused("{\"version\": 1, \"install\": {\"egress\": {\"mode\": \"private_network\", "
