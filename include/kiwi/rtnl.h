@@ -56,6 +56,15 @@ int kiwi_rtnl_has_default6(struct mnl_socket *nl, bool *has, kiwi_err *err);
  * drops what is sent on it (the first SYN, a lone UDP datagram). */
 int kiwi_rtnl_wait_ready(struct mnl_socket *nl, int ifindex, int timeout_ms, kiwi_err *err);
 
+/* Waits until this namespace delivers packets sent to addr (IPv6,
+ * network order) to itself. An address added without duplicate
+ * detection is a source at once, but its local route comes from the
+ * kernel's address work, run later: until then an answer to it is
+ * taken for someone else's and dropped (InAddrErrors), and the
+ * connection waits a SYN retransmit (1 s; seen in 4 to 14 runs in 100
+ * on a loaded host). */
+int kiwi_rtnl_wait_local6(struct mnl_socket *nl, const uint8_t addr[16], int timeout_ms, kiwi_err *err);
+
 /* One batch: ADDR/32 on ifindex and default routes straight out of it
  * (IPv4, and IPv6 when ipv6), no gateway: every destination is sent
  * through that link, from ADDR. */

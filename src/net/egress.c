@@ -536,6 +536,13 @@ static int sandbox_end(struct kiwi_egress *e, struct mnl_socket *nl, int *index,
 	return kiwi_rtnl_configure(nl, *index, c.addr, c.prefix, c.gateway, ip6_of(&c, &v6, true), err);
 }
 
+/* The sandbox's IPv6 address, once its local route is in: before, the
+ * first answers to it are dropped (see kiwi_rtnl_wait_local6). */
+static int sandbox_ready6(struct mnl_socket *nl, const struct kiwi_egress_child *c, kiwi_err *err)
+{
+	return c->prefix6 ? kiwi_rtnl_wait_local6(nl, c->addr6, LINK_READY_MS, err) : 0;
+}
+
 /* The pair, its peer made directly in the sandbox's netns ns. */
 static int make_veth(struct kiwi_egress *e, struct mnl_socket *nl, int ns, kiwi_err *err)
 {
@@ -566,7 +573,17 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
 	struct kiwi_egress_child c = child_of(e);
 	struct kiwi_rtnl_ip6 v6;
 	return turn_on("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward", err) < 0 ||
-	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ? -1 : 0;
+	       kiwi_rtnl_configure(nl, e->host_ifindex, c.gateway, c.prefix, 0, ip6_of(&c, &v6, false), err) < 0 ||
+	       (c.prefix6 && kiwi_rtnl_wait_local6(nl, c.gateway6, LINK_READY_MS, err) < 0) ? -1 : 0;
+}
+
+/* Only the host end's going, never a timeout or an error, ends the wait:
+ * the filter must not go while the link is there. Gone, it can carry
+ * nothing more (its unregistering drops what was still queued). */
+static void wait_link_gone(int ifindex)
+{
+	while (kiwi_rtnl_wait_link_gone(ifindex, NULL) < 0)
+		sleep(1);
 }
 
 /* Before 6.9 the table cannot be persistent: it dies with our nfnetlink
@@ -574,8 +591,11 @@ static int host_end(struct kiwi_egress *e, struct mnl_socket *nl, kiwi_err *err)
  * before its death reaches the sandbox (the parent-death signal comes
  * after the files are closed), so the sandbox's packets would leave
  * unfiltered in between. A holder keeps a copy of the socket until the
- * sandbox's pid 1 is gone, whatever happens to us. */
-static int hold_table(struct kiwi_egress *e, int child_pidfd, kiwi_err *err)
+ * sandbox's link is gone, whatever happens to us: not only until its
+ * pid 1 is (the network namespace, and the datagrams it still had
+ * queued on the link, outlive the processes a moment; a loaded host let
+ * 192 of a flood through that way). */
+static int hold_table(struct kiwi_egress *e, kiwi_err *err)
 {
 	int nft = mnl_socket_get_fd(e->nft);
 	pid_t pid = fork();
@@ -583,10 +603,8 @@ static int hold_table(struct kiwi_egress *e, int child_pidfd, kiwi_err *err)
 		return kiwi_error(err, errno, "egress", "cannot fork the holder of the filter");
 	if (pid == 0) {
 		setsid();   /* out of the caller's job: no terminal signal ends it */
-		kiwi_fds_keep_only((int[]){ nft, child_pidfd }, 2);
-		struct pollfd p = { .fd = child_pidfd, .events = POLLIN };
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
-			;
+		kiwi_fds_keep_only((int[]){ nft }, 1);
+		wait_link_gone(e->host_ifindex);
 		_exit(0);
 	}
 	e->holder = pid;
@@ -608,11 +626,12 @@ int kiwi_egress_setup(struct kiwi_egress *e, pid_t child, int child_pidfd, kiwi_
 	int sb_index;
 	if (sandbox_end(e, sb, &sb_index, err) < 0 || host_end(e, nl, err) < 0)
 		return -1;
-	if (e->owned_only && hold_table(e, child_pidfd, err) < 0)
+	if (e->owned_only && hold_table(e, err) < 0)
 		return -1;
 	/* the gate's thread last: nothing forks after it */
+	struct kiwi_egress_child c = child_of(e);
 	return kiwi_rtnl_wait_ready(sb, sb_index, LINK_READY_MS, err) < 0 ||
-	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ||
+	       kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 || sandbox_ready6(sb, &c, err) < 0 ||
 	       kiwi_egress_gate_start(e, err) < 0 ? -1 : 0;
 }
 
@@ -627,10 +646,7 @@ int kiwi_egress_keep(struct kiwi_egress *e, const int *also, size_t n, kiwi_err 
 		return kiwi_error(err, errno, "egress", "cannot fork the keeper of the filter");
 	if (pid == 0) {
 		kiwi_fds_keep_only(keep, n + 2);
-		/* Only the veth's end, never a timeout or an error, ends the
-		 * wait: the filter must not go while the link is there. */
-		while (kiwi_rtnl_wait_link_gone(e->host_ifindex, NULL) < 0)
-			sleep(1);
+		wait_link_gone(e->host_ifindex);
 		kiwi_egress_delete_table(e->table, e->nft, NULL);
 		/* still ours: the lock is held until we exit */
 		unlink(e->hosts_path);
@@ -671,7 +687,7 @@ int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *er
 	if (index < 0 || kiwi_rtnl_configure(nl, index, child->addr, child->prefix, child->gateway,
 					     ip6_of(child, &v6, true), err) < 0)
 		return -1;
-	return kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err);
+	return kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : sandbox_ready6(nl, child, err);
 }
 
 int kiwi_egress_audit_fd(const struct kiwi_egress *e)

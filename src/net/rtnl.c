@@ -503,6 +503,39 @@ int kiwi_rtnl_has_default6(struct mnl_socket *nl, bool *has, kiwi_err *err)
 	return 0;
 }
 
+static int local_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+	if (nlh->nlmsg_type == RTM_NEWROUTE && rtm->rtm_type == RTN_LOCAL)
+		*(bool *)arg = true;
+	return MNL_CB_OK;
+}
+
+int kiwi_rtnl_wait_local6(struct mnl_socket *nl, const uint8_t addr[16], int timeout_ms, kiwi_err *err)
+{
+	struct timespec start, now, pause = { 0, 100000 };
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		char buf[RTNL_BUF] = { 0 };
+		struct nlmsghdr *nlh = put_request(buf, RTM_GETROUTE, 0);
+		struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+		rtm->rtm_family = AF_INET6;
+		rtm->rtm_dst_len = 128;
+		mnl_attr_put(nlh, RTA_DST, 16, addr);
+		bool local = false;
+		/* no route yet (ENETUNREACH) is "not yet" too */
+		if (query(nl, nlh, local_cb, &local) < 0 && errno != ENETUNREACH && errno != EHOSTUNREACH)
+			return kiwi_error(err, errno, "netconfig", "cannot look up the route to an IPv6 address");
+		if (local)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > timeout_ms)
+			return kiwi_error(err, ETIMEDOUT, "netconfig", "an IPv6 address was not usable within %d ms",
+					  timeout_ms);
+		nanosleep(&pause, NULL);
+	}
+}
+
 struct named {
 	const char *prefix;
 	void (*fn)(const char *name, void *arg);
