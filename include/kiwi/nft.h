@@ -67,6 +67,10 @@ void kiwi_nft_cmp_u8(struct nftnl_rule *r, uint32_t op, uint8_t v);
 void kiwi_nft_cmp_u32(struct nftnl_rule *r, uint32_t op, uint32_t v);
 /* reg 1 &= mask, for flag tests: then cmp NEQ 0. */
 void kiwi_nft_and(struct nftnl_rule *r, uint32_t mask);
+/* reg 1 = (reg 1 & mask) ^ xor: mask ~B, xor B sets bit B; xor 0 clears it. */
+void kiwi_nft_bitwise(struct nftnl_rule *r, uint32_t mask, uint32_t xor);
+/* The meta key (NFT_META_MARK...) set from reg 1. */
+void kiwi_nft_meta_set(struct nftnl_rule *r, uint32_t key);
 void kiwi_nft_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint32_t len, uint32_t dreg);
 void kiwi_nft_lookup(struct nftnl_rule *r, uint32_t sreg, const char *set, uint32_t id);
 void kiwi_nft_verdict(struct nftnl_rule *r, int verdict, const char *chain);

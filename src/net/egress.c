@@ -33,7 +33,6 @@
 
 #define RUN_DIR "/run/kiwi"
 #define EGRESS_DIR RUN_DIR "/egress"
-#define VETH_PREFIX "kiwi"
 #define TABLE_PREFIX "kiwi_"
 #define PEER_NAME "eth0"
 #define LINK_READY_MS 2000
@@ -208,7 +207,7 @@ static void set_names(struct kiwi_egress *e, uint32_t block)
 	addr6_of(e, block + 1, e->host6);
 	addr6_of(e, block + 2, e->sandbox6);
 	snprintf(e->id, sizeof(e->id), "%08x", block);
-	snprintf(e->host_if, sizeof(e->host_if), VETH_PREFIX "%s", e->id);
+	snprintf(e->host_if, sizeof(e->host_if), EGRESS_VETH_PREFIX "%s", e->id);
 	snprintf(e->table, sizeof(e->table), TABLE_PREFIX "%s", e->id);
 	snprintf(e->lock_path, sizeof(e->lock_path), EGRESS_DIR "/%s.lock", e->id);
 	snprintf(e->hosts_path, sizeof(e->hosts_path), EGRESS_DIR "/%s.hosts", e->id);
@@ -929,10 +928,10 @@ int kiwi_egress_gc(unsigned *removed, kiwi_err *err)
 	}
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
 	struct names links = { v, 0, 256 };
-	if (!nl || kiwi_rtnl_links_named(nl, VETH_PREFIX, collect, &links, err) < 0)
+	if (!nl || kiwi_rtnl_links_named(nl, EGRESS_VETH_PREFIX, collect, &links, err) < 0)
 		return -1;
 	for (size_t i = 0; i < links.n; i++) {
-		const char *id = links.v[i] + strlen(VETH_PREFIX);
+		const char *id = links.v[i] + strlen(EGRESS_VETH_PREFIX);
 		if (!our_id(id) || live(id))
 			continue;
 		if (kiwi_rtnl_link_del(nl, links.v[i], err) < 0)

@@ -72,6 +72,19 @@ struct egress_ring {
 /* The sandboxes' IPv6 addresses: a unique local /96 of kiwi-run's whose
  * last 32 bits are the IPv4 block's (so one lock serves both): a /126
  * each, ::block+1 the host side, ::block+2 the sandbox. */
+/* The host ends of the sandboxes' veths are named VETH_PREFIX<id>. */
+#define EGRESS_VETH_PREFIX "kiwi"
+
+/* Before 6.9 a sandbox's table dies with the socket that owns it, and
+ * so with its keeper (or holder), while the veth may live on. A guard,
+ * one table for the host, not owned, so never gone with a process, drops
+ * whatever enters or leaves a kiwi veth unless the packet carries this
+ * mark bit, which only the sandbox's own table sets (and the guard
+ * clears again): no table, no traffic. 6.9 and later keep the table
+ * (PERSIST) and need no guard. Not named kiwi_*: gc leaves it alone. */
+#define EGRESS_GUARD_TABLE "kiwiguard"
+#define EGRESS_GUARD_MARK 0x08000000u
+
 #define EGRESS_POOL6 "fd6b:6977:6900::"
 #define EGRESS_POOL6_PREFIX 96
 #define EGRESS_PREFIX6 126

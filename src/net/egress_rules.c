@@ -47,6 +47,18 @@
  *     ip saddr SANDBOX oif != V masquerade
  *     ip6 saddr SANDBOX6 oif != V masquerade }
  *
+ * Before 6.9 (owned, not persistent) forward, inbound and input first
+ * set the guard's mark on V's packets (meta mark set mark | M), and the
+ * host's guard table drops what comes through without it:
+ *   table inet kiwiguard {   # one per host, not owned
+ *     chain forward { type filter hook forward priority 50; policy accept;
+ *       iifname "kiwi*" mark & M == 0 counter drop
+ *       iifname "kiwi*" meta mark set mark & ~M
+ *       oifname "kiwi*" mark & M == 0 counter drop
+ *       oifname "kiwi*" meta mark set mark & ~M }
+ *     chain input { type filter hook input priority 50; policy accept;
+ *       the two iifname rules } }
+ *
  * host_allowlist with names adds the name gate's (kiwi/proxy.h) redirect,
  * and lets into the host only what it redirected (the gate audits its
  * own decisions):
@@ -237,22 +249,38 @@ static void masquerade(struct kiwi_nft *n, const struct fam *f, int v)
 	});
 }
 
+/* reg 1 = the packet's mark with the guard's bit set (xor M) or
+ * cleared (xor 0) */
+static void guard_mark(struct nftnl_rule *r, uint32_t xor)
+{
+	kiwi_nft_meta(r, NFT_META_MARK);
+	kiwi_nft_bitwise(r, ~EGRESS_GUARD_MARK, xor);
+	kiwi_nft_meta_set(r, NFT_META_MARK);
+}
+
 static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e, const struct fam *f4,
 			const struct fam *f6)
 {
 	int v = e->host_ifindex;
+	bool guarded = e->owned_only;
 	kiwi_nft_add_chain(n, "inbound", "filter", NF_INET_FORWARD, 10);
+	if (guarded)
+		RULE(n, "inbound", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); guard_mark(r, EGRESS_GUARD_MARK); });
 	RULE(n, "inbound", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); match_ct_est_rel(r);
 			     kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "inbound", { match_if(r, NFT_META_OIF, NFT_CMP_EQ, v); kiwi_nft_counter(r);
 			     kiwi_nft_verdict(r, NF_DROP, NULL); });
 	kiwi_nft_add_chain(n, "forward", "filter", NF_INET_FORWARD, 0);
 	RULE(n, "forward", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	if (guarded)
+		RULE(n, "forward", { guard_mark(r, EGRESS_GUARD_MARK); });
 	RULE(n, "forward", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "forward", { kiwi_nft_verdict(r, NFT_GOTO, "decide"); });
 
 	kiwi_nft_add_chain(n, "input", "filter", NF_INET_LOCAL_IN, 0);
 	RULE(n, "input", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	if (guarded)
+		RULE(n, "input", { guard_mark(r, EGRESS_GUARD_MARK); });
 	RULE(n, "input", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	if (e->gate_tcp)
 		gate_input(n, e);
@@ -497,12 +525,46 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 	return kiwi_nft_commit(n, e->nft, err);
 }
 
+/* A kiwi veth's end, by name: the guard cannot know their indexes. */
+static void match_kiwi_if(struct nftnl_rule *r, uint32_t key)
+{
+	kiwi_nft_meta(r, key);
+	kiwi_nft_cmp(r, NFT_CMP_EQ, EGRESS_VETH_PREFIX, sizeof(EGRESS_VETH_PREFIX) - 1);
+}
+
+static void guard_rules(struct kiwi_nft *n, const char *chain, uint32_t key)
+{
+	RULE(n, chain, { match_kiwi_if(r, key); kiwi_nft_meta(r, NFT_META_MARK); kiwi_nft_and(r, EGRESS_GUARD_MARK);
+			 kiwi_nft_cmp_u32(r, NFT_CMP_EQ, 0); kiwi_nft_counter(r); kiwi_nft_verdict(r, NF_DROP, NULL); });
+	RULE(n, chain, { match_kiwi_if(r, key); guard_mark(r, 0); });
+}
+
+/* The guard (EGRESS_GUARD_TABLE), made once for the host in one batch:
+ * when it exists it is whole. After every sandbox table's chains. */
+#define GUARD_PRIO 50
+static int ensure_guard(struct mnl_socket *sock, kiwi_err *err)
+{
+	_cleanup_nft_ struct kiwi_nft *n = kiwi_nft_begin(NFPROTO_INET, EGRESS_GUARD_TABLE, err);
+	if (!n)
+		return -1;
+	kiwi_nft_add_table(n, 0);
+	kiwi_nft_add_chain(n, "forward", "filter", NF_INET_FORWARD, GUARD_PRIO);
+	guard_rules(n, "forward", NFT_META_IIFNAME);
+	guard_rules(n, "forward", NFT_META_OIFNAME);
+	kiwi_nft_add_chain(n, "input", "filter", NF_INET_LOCAL_IN, GUARD_PRIO);
+	guard_rules(n, "input", NFT_META_IIFNAME);
+	if (kiwi_nft_commit(n, sock, err) < 0 && err->errnum != EEXIST)
+		return -1;
+	return 0;
+}
+
 /* Owned by our nfnetlink socket, the table is skipped by a host's
  * `nft flush ruleset` (a firewall reload would otherwise remove every
  * running sandbox's filter) and no other process may delete it.
  * Persistent, it outlives a killed kiwi-run instead of vanishing a
  * moment before the sandbox dies, and kiwi-run gc removes it. Kernels
- * before 6.9 lack PERSIST: there the table is owned only. */
+ * before 6.9 lack PERSIST: there the table is owned only, and the guard
+ * stops the veth's traffic once the table is gone. */
 int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 {
 	uint32_t flags = NFT_TABLE_F_OWNER | TABLE_F_PERSIST;
@@ -510,6 +572,8 @@ int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 	if (r < 0 && (err->errnum == EOPNOTSUPP || err->errnum == EINVAL)) {
 		flags = NFT_TABLE_F_OWNER;
 		e->owned_only = true;
+		if (ensure_guard(e->nft, err) < 0)
+			return -1;
 		r = build(e, flags, err);
 	}
 	if (r < 0 && err->errnum == EEXIST) {

@@ -440,15 +440,26 @@ void kiwi_nft_cmp_u32(struct nftnl_rule *r, uint32_t op, uint32_t v)
 	kiwi_nft_cmp(r, op, &v, 4);
 }
 
-void kiwi_nft_and(struct nftnl_rule *r, uint32_t mask)
+void kiwi_nft_bitwise(struct nftnl_rule *r, uint32_t mask, uint32_t xor)
 {
-	uint32_t zero = 0;
 	EXPR(r, "bitwise");
 	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
 	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 4);
-	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &xor, 4);
+}
+
+void kiwi_nft_and(struct nftnl_rule *r, uint32_t mask)
+{
+	kiwi_nft_bitwise(r, mask, 0);
+}
+
+void kiwi_nft_meta_set(struct nftnl_rule *r, uint32_t key)
+{
+	EXPR(r, "meta");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_SREG, NFT_REG_1);
 }
 
 void kiwi_nft_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint32_t len, uint32_t dreg)

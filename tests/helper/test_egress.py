@@ -366,6 +366,50 @@ def test_sigkill_of_the_helper_fails_closed(in_world, users, world):
     assert not Path(prep["hosts"]).exists() and not Path(prep["resolv"]).exists()
 
 
+def kernel_version():
+    return tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+
+
+def test_sigkill_of_the_keeper_fails_closed(in_world, users, world):
+    """Issue 19: root kills the keeper (not the helper) while the sandbox
+    lives. From 6.9 the table is persistent and outlives the keeper's
+    socket: the filter holds as it was. Before 6.9 the owned table dies
+    with that socket while the veth lives on: the host's guard table
+    then drops whatever the veth carries, the allowed upstream too."""
+    c = in_world()
+    helper_pid = c.start()
+    prep, sb = attach(c, users)
+    configure_sandbox_end(sb["pid"], prep)
+    (table,) = leftovers(world.host)[1]
+    assert from_sandbox(sb["pid"], "192.0.2.10", 80) == "ok"
+    assert from_sandbox(sb["pid"], HOST_UPLINK, 8081) == "ECONNREFUSED"
+    (keeper,) = [int(x) for x in Path(f"/proc/{helper_pid}/task/{helper_pid}/children").read_text().split()]
+    os.kill(keeper, signal.SIGKILL)
+    wait_gone(keeper)
+    if kernel_version() < (6, 9):
+        for _ in range(1200):   # 60 s at most
+            if not leftovers(world.host)[1]:
+                break
+            time.sleep(0.05)
+        assert leftovers(world.host) == ([f"kiwi{table[5:]}"], []), "the table went with its owner, the veth lives"
+        assert from_sandbox(sb["pid"], "192.0.2.10", 80) == "timeout", "the guard drops the allowed too"
+        assert from_sandbox(sb["pid"], HOST_UPLINK, 8081) == "timeout"
+        assert from_sandbox(sb["pid"], "192.0.2.10", 80, "192.0.2.99") == "timeout"
+    else:
+        assert leftovers(world.host)[1] == [table]
+        assert from_sandbox(sb["pid"], HOST_UPLINK, 8081) == "ECONNREFUSED"
+        assert spoof_is_denied(world, table, sb["pid"])
+        assert from_sandbox(sb["pid"], "192.0.2.10", 80) == "ok"
+    # the helper lives on: its teardown removes the veth, and the table
+    # where it is still there
+    assert c.call("close") == {"status": 0}
+    for _ in range(1200):
+        if leftovers(world.host) == ([], []):
+            break
+        time.sleep(0.05)
+    assert leftovers(world.host) == ([], [])
+
+
 def test_quota_holds_over_sessions_killed_at_random_points(in_world, users, world):
     """Issue 19: 20 sessions of one user (max_veths 2), overlapping, each
     ended at a random point by a kill -9 of its caller or of its helper
