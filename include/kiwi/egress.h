@@ -242,11 +242,13 @@ int kiwi_egress_gate_start(struct kiwi_egress *e, kiwi_err *err);
 void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd);
 
 /* Runs fn in a child of ours inside the sandbox's user and network
- * namespaces (ours, so we have every capability there), its error brought
- * back: user and net are their fds, or with net -1, user is a pidfd of
- * its pid 1 (only while that runs with our credentials). Forks: call with
- * no other thread running. */
-int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err);
+ * namespaces (ours, so we have every capability there), its error and the
+ * fd it may set brought back (into *fd, NULL: closed): user and net are
+ * their fds, or with net -1, user is a pidfd of its pid 1 (only while
+ * that runs with our credentials). Forks: call with no other thread
+ * running. */
+int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, int *fd, kiwi_err *err), void *arg, int *fd,
+			   kiwi_err *err);
 
 /* A session's switch to verify (kiwi-run-phase(1)): the name gate
  * stopped, every link of the sandbox but lo deleted from inside (the
@@ -255,9 +257,11 @@ int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, kiwi_err *err
  * can bring it back: the sandbox holds no capability and no way to ask.
  * e may be NULL (no egress of ours: the links are dropped all the same).
  * userns_fd, netns_fd: the sandbox's namespaces, opened while its pid 1
- * still ran with our credentials. The audit read so far stays; teardown
- * still frees e. */
-int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, kiwi_err *err);
+ * still ran with our credentials. Then the sandbox gets the network
+ * audit (kiwi/net_audit.h) as a verify of its own would: *audit_fd is its
+ * log socket. The egress audit read so far stays; teardown still frees
+ * e. */
+int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, int *audit_fd, kiwi_err *err);
 
 /* Removes the table, the veth, the files and the lock, and frees e (NULL
  * is fine). Goes on past failures and reports the first. */

@@ -75,7 +75,9 @@ struct kiwi_session_seal_reply {
 /* TALLY: where the session's egress audit stands (a mark, kiwi/egress.h)
  * and whether it is sealed; with has_since, a second message holds the
  * tally of the attempts since that mark. An exec asks before it starts
- * and once it ended: its verdict's egress fields. */
+ * and once it ended: its verdict's egress fields. Once sealed, the reply
+ * carries the network audit's log socket (kiwi/net_audit.h) instead, for
+ * the exec to read. */
 #define KIWI_SESSION_OP_TALLY 'a'
 struct kiwi_session_tally_request {
 	char op;                   /* KIWI_SESSION_OP_TALLY */

@@ -29,9 +29,11 @@ int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err 
 /* The same with a whole request (its first byte the op). */
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err);
 /* KIWI_SESSION_OP_TALLY (kiwi/sandbox.h): *r; with since and tally, the
- * attempts since that mark (freed with free()). */
+ * attempts since that mark (freed with free()); *audit_fd (NULL: closed):
+ * a sealed session's network audit log, else -1. */
 int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_egress_mark *since,
-		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, kiwi_err *err);
+		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, int *audit_fd,
+		       kiwi_err *err);
 
 /* The switch to verify (kiwi-run-phase(1)): asks the supervisor to kill
  * every process of the session but its pid 1 and to take its network

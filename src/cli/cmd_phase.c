@@ -477,7 +477,7 @@ static int enter_session(struct phase *p, struct run_session *s, struct kiwi_reg
 		return kiwi_session_seal(e, &reaped, &s->err);
 	}
 	struct kiwi_session_tally_reply r;
-	if (kiwi_session_tally(e, NULL, &r, NULL, &s->err) < 0)
+	if (kiwi_session_tally(e, NULL, &r, NULL, NULL, &s->err) < 0)
 		return -1;
 	bool egress = !strcmp(e->network, "egress");
 	if (r.sealed)

@@ -355,8 +355,9 @@ struct kiwi_egress *kiwi_helper_egress(const struct kiwi_helper *h)
 	return h ? h->gate : NULL;
 }
 
-static int setup_inside(void *child, kiwi_err *err)
+static int setup_inside(void *child, int *fd, kiwi_err *err)
 {
+	(void)fd;
 	return kiwi_egress_setup_inside(child, err);
 }
 
@@ -374,7 +375,7 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 		return -1;
 	if (!kiwi_json_int(kiwi_json_get(j, "host_ifindex"), &host_ifindex))
 		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to egress-attach has no host_ifindex");
-	if (kiwi_egress_run_inside(pidfd, -1, setup_inside, &h->child, err) < 0)
+	if (kiwi_egress_run_inside(pidfd, -1, setup_inside, &h->child, NULL, err) < 0)
 		return -1;
 	/* the gate's thread last: configure_inside forks */
 	return kiwi_egress_wait_host((int)host_ifindex, err) < 0 ? -1 : kiwi_egress_gate_start(h->gate, err);

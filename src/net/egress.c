@@ -7,6 +7,7 @@
 #include "kiwi/dns_client.h"
 #include "kiwi/fds.h"
 #include "kiwi/fileio.h"
+#include "kiwi/net_audit.h"
 #include "kiwi/nflog.h"
 #include "kiwi/rtnl.h"
 
@@ -704,34 +705,46 @@ void kiwi_egress_adopt_log(struct kiwi_egress *e, int fd)
 
 /* ---- inside the sandbox's namespaces ---- */
 
-int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, kiwi_err *err), void *arg, kiwi_err *err)
+int kiwi_egress_run_inside(int user, int net, int (*fn)(void *arg, int *fd, kiwi_err *err), void *arg, int *fd,
+			   kiwi_err *err)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return kiwi_error(err, errno, "egress", "cannot create a pipe");
+	int sp[2];
+	if (fd)
+		*fd = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return kiwi_error(err, errno, "egress", "cannot create a socket pair");
 	pid_t pid = fork();
 	if (pid == 0) {
 		kiwi_err e = { 0 };
+		int out = -1;
 		if (net < 0 ? setns(user, CLONE_NEWUSER | CLONE_NEWNET) < 0
 			    : setns(user, CLONE_NEWUSER) < 0 || setns(net, CLONE_NEWNET) < 0)
 			kiwi_error(&e, errno, "egress", "cannot enter the sandbox's network namespace");
 		else
-			fn(arg, &e);
-		_exit(write(p[1], &e, sizeof(e)) == (ssize_t)sizeof(e) ? 0 : 1);
+			fn(arg, &out, &e);
+		_exit(kiwi_send_fd(sp[1], &e, sizeof(e), out) == (ssize_t)sizeof(e) ? 0 : 1);
 	}
-	close(p[1]);
+	close(sp[1]);
 	kiwi_err e = { 0 };
-	ssize_t n = pid < 0 ? -1 : read(p[0], &e, sizeof(e));
-	close(p[0]);
+	int got = -1;
+	ssize_t n = pid < 0 ? -1 : kiwi_recv_fd(sp[0], &e, sizeof(e), 0, &got);
+	close(sp[0]);
 	if (pid > 0)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
-	if (n != (ssize_t)sizeof(e))
-		return kiwi_error(err, pid < 0 ? errno : EIO, "egress", "cannot act in the sandbox's network namespace");
-	if (e.step[0]) {
+	if (n != (ssize_t)sizeof(e) || e.step[0]) {
+		if (got >= 0)
+			close(got);
+		if (n != (ssize_t)sizeof(e))
+			return kiwi_error(err, pid < 0 ? errno : EIO, "egress",
+					  "cannot act in the sandbox's network namespace");
 		*err = e;
 		return -1;
 	}
+	if (fd)
+		*fd = got;
+	else if (got >= 0)
+		close(got);
 	return 0;
 }
 
@@ -754,8 +767,10 @@ static void note_link(const char *name, void *arg)
 }
 
 /* In the sandbox's namespaces: every link but lo goes (a veth's peer on
- * the host with it), then none may be left. */
-static int drop_links(void *arg, kiwi_err *err)
+ * the host with it), then none may be left; then the network audit, as a
+ * verify of its own has it (kiwi/net_audit.h): its log socket comes back
+ * in *fd. */
+static int drop_links(void *arg, int *fd, kiwi_err *err)
 {
 	(void)arg;
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
@@ -765,8 +780,10 @@ static int drop_links(void *arg, kiwi_err *err)
 		struct links l = { 0 };
 		if (kiwi_rtnl_links_named(nl, "", note_link, &l, err) < 0)
 			return -1;
-		if (!l.n && !l.other)
-			return 0;
+		if (!l.n && !l.other) {
+			*fd = kiwi_net_audit_setup(err);
+			return *fd < 0 ? -1 : 0;
+		}
 		for (size_t i = 0; i < l.n; i++)
 			if (kiwi_rtnl_link_del(nl, l.names[i], err) < 0)
 				return -1;
@@ -774,7 +791,7 @@ static int drop_links(void *arg, kiwi_err *err)
 	return kiwi_error(err, EBUSY, "egress", "the sandbox's links would not go");
 }
 
-int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, kiwi_err *err)
+int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, int *audit_fd, kiwi_err *err)
 {
 	/* The gate's thread first: the fork below wants one thread, and
 	 * nothing is left for it to serve. */
@@ -783,7 +800,7 @@ int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, kiwi_er
 		e->gate_ops->close(TAKE_PTR(e->gate));
 		e->gate_dns = e->gate_tcp = 0;
 	}
-	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, err) < 0)
+	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, audit_fd, err) < 0)
 		return -1;
 	if (e)
 		kiwi_egress_audit_read(e, NULL);

@@ -4,6 +4,7 @@
  * checked here before the leader uses them. Fuzzed by
  * tests/fuzz/fuzz_exec_request.c. */
 #include "kiwi/keeper.h"
+#include "kiwi/fds.h"
 #include "kiwi/cleanup.h"
 
 #include <errno.h>
@@ -14,67 +15,7 @@
 
 static int send_with_fds(int conn, const void *data, size_t len, const int *fds, size_t n_fds)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 3)];
-		struct cmsghdr align;
-	} control = { 0 };
-	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n_fds) {
-		msg.msg_control = control.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(conn, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)len ? 0 : -1;
-}
-
-/* Receives one packet into buf; up to 3 fds (close-on-exec) into fds. */
-static ssize_t recv_with_fds(int conn, void *buf, size_t len, int flags, int fds[3], size_t *n_fds)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 3)];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr msg;
-	ssize_t n;
-	*n_fds = 0;
-	do {
-		msg = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-				       .msg_controllen = sizeof(control.buf) };
-		n = recvmsg(conn, &msg, flags | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return n;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*n_fds < 3)
-				fds[(*n_fds)++] = fd;
-			else
-				close(fd);
-		}
-	}
-	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-		for (size_t i = 0; i < *n_fds; i++)
-			close(fds[i]);
-		*n_fds = 0;
-		errno = EMSGSIZE;
-		return -1;
-	}
-	return n;
+	return kiwi_send_fds(conn, data, len, fds, n_fds) == (ssize_t)len ? 0 : -1;
 }
 
 int kiwi_exec_send(int conn, const struct kiwi_exec_msg *m, int fd)
@@ -87,7 +28,7 @@ int kiwi_exec_recv(int conn, struct kiwi_exec_msg *m, int flags, int *fd)
 	int fds[3];
 	size_t n_fds;
 	*fd = -1;
-	ssize_t n = recv_with_fds(conn, m, sizeof(*m), flags, fds, &n_fds);
+	ssize_t n = kiwi_recv_fds(conn, m, sizeof(*m), flags, fds, &n_fds);
 	if (n == 0 || (n < 0 && errno == ECONNRESET))
 		return 0;
 	if (n < 0)
@@ -175,7 +116,7 @@ int kiwi_exec_recv_request(int conn, struct kiwi_exec_request *r, char **bufp, k
 		return kiwi_error(err, ENOMEM, "exec", "cannot allocate the request");
 	int fds[3];
 	size_t n_fds;
-	ssize_t n = recv_with_fds(conn, buf, KIWI_EXEC_REQUEST_MAX, 0, fds, &n_fds);
+	ssize_t n = kiwi_recv_fds(conn, buf, KIWI_EXEC_REQUEST_MAX, 0, fds, &n_fds);
 	if (n <= 0)
 		return kiwi_error(err, n == 0 ? EPIPE : errno, "exec", "no request from the client");
 	struct kiwi_exec_msg h = { 0 };

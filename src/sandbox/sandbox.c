@@ -6,6 +6,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/debug.h"
 #include "kiwi/egress.h"
+#include "kiwi/fds.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/loopfs.h"
 #include "kiwi/helper.h"
@@ -138,6 +139,7 @@ struct follow {
 	int cg_leaf_fd;           /* a session's pid 1 starts in <cgroup>/keeper; else -1 */
 	int seal_fd;              /* the SEAL client waiting for pid 1's purge; else -1 */
 	int userns_fd, netns_fd;  /* a session with egress: its namespaces, for the seal; else -1 */
+	int sealed_audit_fd;      /* then the network audit's log, handed to each exec; else -1 */
 	bool sealed;              /* the network is gone for good */
 	int execs;
 	int64_t idle_since, ready_at;
@@ -292,13 +294,13 @@ static void on_exec_count(struct follow *f, int running)
 	arm_session_timer(f);
 }
 
-/* Pid 1 killed every other process: now the network, then the answer.
- * The links are dropped from inside at every seal (a no-op once gone). */
+/* Pid 1 killed every other process: now the network (once: nothing can
+ * bring it back), then the answer. */
 static void seal_network(struct follow *f, int reaped)
 {
 	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
-	struct kiwi_egress *e = f->audited;
-	if (f->cfg->egress && kiwi_egress_seal(e, f->userns_fd, f->netns_fd, &r.err) < 0)
+	if (f->cfg->egress && !f->sealed &&
+	    kiwi_egress_seal(f->audited, f->userns_fd, f->netns_fd, &f->sealed_audit_fd, &r.err) < 0)
 		r.ok = 0;
 	else
 		f->sealed = true;
@@ -486,7 +488,9 @@ static void answer_tally(struct follow *f, int conn, const struct kiwi_egress_ma
 	kiwi_egress_mark(e, &r.mark);
 	_cleanup_free_ struct kiwi_egress_tally *t = since ? kiwi_egress_tally_since(e, since) : NULL;
 	r.has_tally = t != NULL;
-	if (send(conn, &r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r) && t)
+	/* Sealed: the exec reads the network audit's log itself. */
+	int audit = f->sealed ? f->sealed_audit_fd : -1;
+	if (kiwi_send_fd(conn, &r, sizeof(r), audit) == (ssize_t)sizeof(r) && t)
 		(void)!send(conn, t, kiwi_egress_tally_size(), MSG_NOSIGNAL);
 }
 
@@ -893,7 +897,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			    /* through kiwi-helper: the caller's half, with the audit */
 			    .audited = res->egress ? res->egress : kiwi_helper_egress(res->helper), .audit_fd = -1,
 			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1,
-			    .seal_fd = -1, .userns_fd = -1, .netns_fd = -1 };
+			    .seal_fd = -1, .userns_fd = -1, .netns_fd = -1, .sealed_audit_fd = -1 };
 	/* A session's pid 1 lives in a leaf of its own, so that the session's
 	 * cgroup can hand its controllers on to each exec's. */
 	if (cfg->session && cg && !kiwi_cgroup_adopted(cg)) {
@@ -945,7 +949,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
-		      f.seal_fd, f.userns_fd, f.netns_fd };
+		      f.seal_fd, f.userns_fd, f.netns_fd, f.sealed_audit_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

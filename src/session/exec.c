@@ -7,6 +7,7 @@
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/keeper.h"
+#include "kiwi/net_audit.h"
 #include "kiwi/output.h"
 #include "kiwi/pty.h"
 #include "kiwi/sync.h"
@@ -411,9 +412,13 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 			res->network = kinds[i];
 	struct kiwi_session_tally_reply before = { 0 };
 	kiwi_err ignored = { 0 };
-	bool marked = res->network == kinds[0] && kiwi_session_tally(e, NULL, &before, NULL, &ignored) == 0;
+	_cleanup_close_ int audit = -1;
+	bool marked = res->network == kinds[0] && kiwi_session_tally(e, NULL, &before, NULL, &audit, &ignored) == 0;
+	/* Sealed by phase verify: no way out, the audit sees what is tried
+	 * (what an earlier exec tried is dropped first). */
+	struct kiwi_net_attempts earlier = { 0 };
 	if (marked && before.sealed)
-		res->network = "none";   /* phase verify took it away for good */
+		res->network = audit >= 0 && kiwi_net_audit_drain(audit, &earlier, NULL) == 0 ? "audit" : "none";
 	if (!at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
 	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1,
@@ -433,7 +438,9 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 	int r = c.sigfd < 0 ? kiwi_error(err, errno, "exec", "cannot watch signals") : run_exec(&c, e);
 	struct kiwi_session_tally_reply after;
 	if (marked && !before.sealed && res->started)
-		kiwi_session_tally(e, &before.mark, &after, &res->egress_tally, &ignored);
+		kiwi_session_tally(e, &before.mark, &after, &res->egress_tally, NULL, &ignored);
+	if (res->network == kinds[1] && res->started)
+		res->net_audit = kiwi_net_audit_drain(audit, &res->net_attempts, NULL) == 0;
 	kiwi_term_restore(&c.term);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	kiwi_output_close(&c.out);

@@ -3,6 +3,7 @@
  * (kiwi/session.h). */
 #include "kiwi/session.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fds.h"
 #include "kiwi/json.h"
 
 #include <dirent.h>
@@ -78,7 +79,8 @@ static ssize_t recv_all(int fd, void *buf, size_t len)
 }
 
 int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_egress_mark *since,
-		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, kiwi_err *err)
+		       struct kiwi_session_tally_reply *r, struct kiwi_egress_tally **tally, int *audit_fd,
+		       kiwi_err *err)
 {
 	struct kiwi_session_tally_request req = { .op = KIWI_SESSION_OP_TALLY, .has_since = since != NULL };
 	if (since)
@@ -86,8 +88,15 @@ int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_eg
 	_cleanup_close_ int conn = kiwi_session_request(e, &req, sizeof(req), err);
 	if (conn < 0)
 		return -1;
-	if (recv_all(conn, r, sizeof(*r)) != (ssize_t)sizeof(*r))
+	int fd = -1;
+	if (kiwi_recv_fd(conn, r, sizeof(*r), 0, &fd) != (ssize_t)sizeof(*r)) {
+		kiwi_closep(&fd);
 		return kiwi_error(err, EPROTO, "session", "session `%s` did not say where its audit stands", e->id);
+	}
+	if (audit_fd)
+		*audit_fd = fd;
+	else
+		kiwi_closep(&fd);
 	if (!since || !tally)
 		return 0;
 	size_t len = kiwi_egress_tally_size();
