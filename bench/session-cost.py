@@ -4,13 +4,27 @@
 interleaved: `session exec` of /bin/true (p50, p95) against a fresh
 `kiwi-run run` of it; create + exec + destroy against one run; and the
 host memory an idle session holds (MemAvailable before and after N idle
-sessions, and the PSS of each supervisor and pid 1).
+sessions, and the PSS of each supervisor and pid 1, over --idle-runs
+rounds); and, with --crun, crun's create+start / exec / delete of an
+equivalent bundle (the same rootfs, read-only, /bin/true) in the same
+rounds.
 
     sudo bench/session-cost.py [--kiwi build/src/kiwi-run] [--rootfs DIR] [-n 200] [--idle 200]
+                               [--idle-runs 3] [--crun]
+
+crun 1.8 refuses every container on a host whose cgroup v2 hierarchy is
+mounted beside v1 ("cgroups in hybrid mode not supported"), even with
+--cgroup-manager=disabled: each crun command here runs in a private mount
+namespace of its own where /sys/fs/cgroup is an empty tmpfs, so crun sees
+no cgroup hierarchy at all and makes no cgroup (kiwi-run's session makes
+its witness cgroup: crun has the cheaper start here).
 
 Prints markdown tables; asserts nothing about time."""
 import argparse
+import ctypes
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -58,11 +72,146 @@ def mem_available_kib():
     return 0
 
 
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def hide_cgroups():
+    """In a crun child, before exec: a mount namespace of its own where
+    /sys/fs/cgroup is an empty tmpfs (see the module's doc)."""
+    if _libc.unshare(CLONE_NEWNS) != 0 or \
+            _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0 or \
+            _libc.mount(b"kiwi-bench-nocg", b"/sys/fs/cgroup", b"tmpfs", 0, None) != 0:
+        os._exit(121)
+
+
+def crun(*args):
+    # No pipes: the container's process would hold them open past create.
+    return check(subprocess.run(["crun", "--cgroup-manager=disabled", *args], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=hide_cgroups))
+
+
+def crun_bundle(rootfs, args):
+    """An OCI bundle of crun's default spec on rootfs, read-only, no tty."""
+    d = Path(tempfile.mkdtemp(prefix="kiwi-bench-crun-"))
+    check(subprocess.run(["crun", "spec"], cwd=d, capture_output=True, text=True))
+    c = json.loads((d / "config.json").read_text())
+    c["root"] = {"path": os.path.abspath(rootfs), "readonly": True}
+    c["process"]["terminal"] = False
+    c["process"]["args"] = args
+    (d / "config.json").write_text(json.dumps(c))
+    return d
+
+
 def children(pid):
     try:
         return [int(p) for p in open(f"/proc/{pid}/task/{pid}/children").read().split()]
     except OSError:
         return []
+
+
+def table(rows):
+    print("| what | p50 ms | p95 ms | min ms |\n| --- | ---: | ---: | ---: |")
+    for name, v in rows:
+        if v:
+            print(f"| {name} | {statistics.median(v):.2f} | {pct(v, 95):.2f} | {min(v):.2f} |")
+
+
+def ratio(a, b):
+    return statistics.median(a) / statistics.median(b)
+
+
+def latency(a, k, rootfs):
+    """exec against run, then create+exec+destroy against run (and crun's
+    peers in the same rounds), interleaved."""
+    cb = crun_bundle(rootfs, ["/bin/sleep", "100000"]) if a.crun else None
+    rb = crun_bundle(rootfs, ["/bin/true"]) if a.crun else None
+    t = {n: [] for n in ("exec", "run", "crun_exec", "crun_run", "cycle", "one", "create", "destroy",
+                         "crun_cycle")}
+    sid = run([k, "session", "create", "--rootfs", rootfs]).stdout.strip()
+    cid = f"kiwi-bench-{os.getpid()}"
+    if cb:
+        crun("create", "--bundle", str(cb), cid)
+        crun("start", cid)
+    try:
+        for i in range(5 + a.n):
+            e = ms(lambda: run([k, "session", "exec", sid, "--", "/bin/true"]))
+            r = ms(lambda: run([k, "run", "--rootfs", rootfs, "--", "/bin/true"]))
+            ce = ms(lambda: crun("exec", cid, "/bin/true")) if cb else None
+            cr = ms(lambda: crun("run", "--bundle", str(rb), f"{cid}-r{i}")) if rb else None
+            if i >= 5:  # warm-up rounds dropped
+                t["exec"].append(e)
+                t["run"].append(r)
+                if cb:
+                    t["crun_exec"].append(ce)
+                    t["crun_run"].append(cr)
+    finally:
+        run([k, "session", "destroy", sid])
+        if cb:
+            crun("delete", "-f", cid)
+    for i in range(a.cycles):
+        def cycle():
+            t0 = time.perf_counter()
+            s = run([k, "session", "create", "--rootfs", rootfs]).stdout.strip()
+            t1 = time.perf_counter()
+            run([k, "session", "exec", s, "--", "/bin/true"])
+            t2 = time.perf_counter()
+            run([k, "session", "destroy", s])
+            t["create"].append((t1 - t0) * 1000)
+            t["destroy"].append((time.perf_counter() - t2) * 1000)
+        t["cycle"].append(ms(cycle))
+        t["one"].append(ms(lambda: run([k, "run", "--rootfs", rootfs, "--", "/bin/true"])))
+        if cb:
+            def crun_cycle():
+                c = f"{cid}-c{i}"
+                crun("create", "--bundle", str(cb), c)
+                crun("start", c)
+                crun("exec", c, "/bin/true")
+                crun("delete", "-f", c)
+            t["crun_cycle"].append(ms(crun_cycle))
+    for d in (cb, rb):
+        if d:
+            shutil.rmtree(d)
+    print(f"load average at the end: {os.getloadavg()}\n")
+    table((("session exec /bin/true", t["exec"]), ("kiwi-run run /bin/true", t["run"]),
+           ("crun exec /bin/true (running container)", t["crun_exec"]), ("crun run /bin/true", t["crun_run"]),
+           ("session create+exec+destroy", t["cycle"]), ("  of which create", t["create"]),
+           ("  of which destroy", t["destroy"]), ("kiwi-run run (same rounds)", t["one"]),
+           ("crun create+start+exec+delete -f", t["crun_cycle"])))
+    print(f"\nexec / run, p50: {ratio(t['exec'], t['run']):.2f}x (goal: below 1)")
+    print(f"create+exec+destroy / run, p50: {ratio(t['cycle'], t['one']):.2f}x (goal: at most 2)")
+    if cb:
+        print(f"session exec / crun exec, p50: {ratio(t['exec'], t['crun_exec']):.2f}x")
+        print(f"session cycle / crun cycle, p50: {ratio(t['cycle'], t['crun_cycle']):.2f}x")
+
+
+def density(a, k, rootfs):
+    """N idle sessions: MemAvailable before and after (everything:
+    processes, page tables, the kernel's namespaces), and the PSS of the
+    two processes each keeps (supervisor, pid 1)."""
+    ids = []
+    load = os.getloadavg()[0]
+    before = mem_available_kib()
+    try:
+        for _ in range(a.idle):
+            ids.append(run([k, "session", "create", "--rootfs", rootfs]).stdout.strip())
+        time.sleep(2)
+        after = mem_available_kib()
+        sup, pid1 = [], []
+        for e in json.loads(run([k, "session", "list", "--json"]).stdout):
+            if e["id"] in ids:
+                sup.append(pss_kib(e["supervisor_pid"]))
+                pid1.append(pss_kib(e["pid"]))
+    finally:
+        for s in ids:
+            subprocess.run([k, "session", "destroy", s], capture_output=True)
+    time.sleep(2)
+    back = mem_available_kib()
+    per = (before - after) / a.idle
+    print(f"| {load:.1f} | {per:.0f} | {(back - after) / a.idle:.0f} | {statistics.median(sup):.0f} | "
+          f"{statistics.median(pid1):.0f} |")
+    return per, statistics.median(sup) + statistics.median(pid1)
 
 
 def main():
@@ -72,62 +221,26 @@ def main():
     ap.add_argument("-n", type=int, default=200, help="execs and runs, interleaved")
     ap.add_argument("--cycles", type=int, default=50, help="create+exec+destroy cycles")
     ap.add_argument("--idle", type=int, default=200, help="idle sessions for the density figure")
+    ap.add_argument("--idle-runs", type=int, default=3, help="rounds of the density figure")
+    ap.add_argument("--crun", action="store_true", help="crun's create+start/exec/delete in the same rounds")
     a = ap.parse_args()
     k = a.kiwi
     rootfs = a.rootfs
     if not rootfs:
         rootfs = tempfile.mkdtemp(prefix="kiwi-bench-rootfs-")
         run(["sh", str(REPO / "rootfs-tools/busybox-rootfs.sh"), rootfs])
-    sid = run([k, "session", "create", "--rootfs", rootfs]).stdout.strip()
-    execs, runs = [], []
-    try:
-        for _ in range(5):
-            run([k, "session", "exec", sid, "--", "/bin/true"])
-            run([k, "run", "--rootfs", rootfs, "--", "/bin/true"])
-        for _ in range(a.n):
-            execs.append(ms(lambda: run([k, "session", "exec", sid, "--", "/bin/true"])))
-            runs.append(ms(lambda: run([k, "run", "--rootfs", rootfs, "--", "/bin/true"])))
-    finally:
-        run([k, "session", "destroy", sid])
-    cycles, one = [], []
-    for _ in range(a.cycles):
-        def cycle():
-            s = run([k, "session", "create", "--rootfs", rootfs]).stdout.strip()
-            run([k, "session", "exec", s, "--", "/bin/true"])
-            run([k, "session", "destroy", s])
-        cycles.append(ms(cycle))
-        one.append(ms(lambda: run([k, "run", "--rootfs", rootfs, "--", "/bin/true"])))
-    print(f"load average at the end: {os.getloadavg()}\n")
-    print("| what | p50 ms | p95 ms | min ms |\n| --- | ---: | ---: | ---: |")
-    for name, v in (("session exec /bin/true", execs), ("kiwi-run run /bin/true", runs),
-                    ("session create+exec+destroy", cycles), ("kiwi-run run (same rounds)", one)):
-        print(f"| {name} | {statistics.median(v):.2f} | {pct(v, 95):.2f} | {min(v):.2f} |")
-    print(f"\nexec / run, p50: {statistics.median(execs) / statistics.median(runs):.2f}x "
-          f"(goal: below 1)")
-    print(f"create+exec+destroy / run, p50: {statistics.median(cycles) / statistics.median(one):.2f}x "
-          f"(goal: at most 2)")
+    if a.n or a.cycles:
+        latency(a, k, rootfs)
     if not a.idle:
         return
-    # Density: N idle sessions, from MemAvailable (everything: processes,
-    # page tables, the kernel's namespaces) and from the PSS of the two
-    # processes each keeps (supervisor, pid 1).
-    ids = []
-    before = mem_available_kib()
-    try:
-        for _ in range(a.idle):
-            ids.append(run([k, "session", "create", "--rootfs", rootfs]).stdout.strip())
-        time.sleep(2)
-        after = mem_available_kib()
-        pss = []
-        import json
-        for e in json.loads(run([k, "session", "list", "--json"]).stdout):
-            if e["id"] in ids:
-                pss.append(pss_kib(e["supervisor_pid"]) + pss_kib(e["pid"]))
-    finally:
-        for s in ids:
-            subprocess.run([k, "session", "destroy", s], capture_output=True)
-    print(f"\n{a.idle} idle sessions: MemAvailable fell by {(before - after) / a.idle:.0f} KiB per session; "
-          f"supervisor + pid 1 PSS median {statistics.median(pss):.0f} KiB (goal: at most 1024 KiB)")
+    print(f"\n{a.idle} idle sessions, {a.idle_runs} round(s), KiB per session:\n")
+    print("| load before | MemAvailable fell | came back at destroy | supervisor PSS | pid 1 PSS |\n"
+          "| ---: | ---: | ---: | ---: | ---: |")
+    res = [density(a, k, rootfs) for _ in range(a.idle_runs)]
+    per = sorted(r[0] for r in res)
+    print(f"\nMemAvailable per idle session: median {statistics.median(per):.0f} KiB, "
+          f"range {per[0]:.0f} to {per[-1]:.0f}; PSS of both processes: "
+          f"median {statistics.median(r[1] for r in res):.0f} KiB (goal: at most 1024 KiB)")
 
 
 if __name__ == "__main__":
