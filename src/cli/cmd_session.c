@@ -242,9 +242,10 @@ static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 	struct supervisor_ctx *c = ctx;
 	struct kiwi_registry_entry e;
 	_cleanup_close_ int fd = -1;
-	/* Pid 1's namespaces, while it is surely alive: the evidence counts
+	/* Pid 1's namespaces, while it is surely alive: where a witness is
+	 * missing, or the mount namespace outlives pid 1, the evidence counts
 	 * what is left in them at the end. */
-	if (kiwi_registry_find(res->id, &e, &fd, NULL) == 0) {
+	if (kiwi_registry_find_held(res->id, &e, &fd, NULL) == 0) {
 		c->pidns = ns_inode(e.pid, "pid");
 		c->mntns = ns_inode(e.pid, "mnt");
 	}

@@ -502,9 +502,10 @@ static bool is_init_of(pid_t pid, pid_t parent)
 /* ---- reading the directory ------------------------------------------------ */
 
 /* Opens and parses one entry. Returns 1 when it is live (its lock held by
- * its supervisor), 0 when stale, -1 on error. With fd_out, the open file is
- * handed back. */
-static int read_entry(int dirfd, const char *name, struct kiwi_registry_entry *e, int *fd_out, kiwi_err *err)
+ * its supervisor; with any_holder, held at all), 0 when stale, -1 on error.
+ * With fd_out, the open file is handed back. */
+static int read_entry(int dirfd, const char *name, struct kiwi_registry_entry *e, int *fd_out, bool any_holder,
+		      kiwi_err *err)
 {
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -519,7 +520,7 @@ static int read_entry(int dirfd, const char *name, struct kiwi_registry_entry *e
 		return kiwi_error_wrap(err, "state file `%s`", name);
 	/* Held by the kiwi-run the entry names, or (gc mid-way through a stale
 	 * one, a hand-made file) not a sandbox at all. */
-	if (lock_holder(fd) != e->supervisor_pid)
+	if (!any_holder && lock_holder(fd) != e->supervisor_pid)
 		return 0;
 	if (fd_out)
 		*fd_out = TAKE_FD(fd);
@@ -600,7 +601,7 @@ static int list_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 	struct kiwi_registry_entry one;
 	for (struct dirent *de; (de = readdir(dir));) {
 		int r;
-		if (!entry_name(de->d_name) || (r = read_entry(d->fd, de->d_name, &one, NULL, err)) == 0)
+		if (!entry_name(de->d_name) || (r = read_entry(d->fd, de->d_name, &one, NULL, false, err)) == 0)
 			continue;
 		struct kiwi_registry_entry *grown = r > 0 ? realloc(l->v, (l->count + 1) * sizeof(*l->v)) : NULL;
 		if (!grown)
@@ -707,6 +708,7 @@ struct search {
 	struct kiwi_registry_entry *e;
 	int *fd;
 	int found;   /* 2: more than one */
+	bool any_holder;
 };
 
 static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
@@ -719,7 +721,7 @@ static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 		if (!entry_name(de->d_name) || strncmp(de->d_name, s->id, strlen(s->id)))
 			continue;
 		kiwi_err ignored;
-		if (read_entry(d->fd, de->d_name, &one, &one_fd, &ignored) <= 0)
+		if (read_entry(d->fd, de->d_name, &one, &one_fd, s->any_holder, &ignored) <= 0)
 			continue;
 		if (s->found++)
 			close(*s->fd);
@@ -730,12 +732,12 @@ static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 }
 
 /* The live entry id names (or the only one it is a prefix of). */
-int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
+static int find(const char *id, struct kiwi_registry_entry *e, int *fd, bool any_holder, kiwi_err *err)
 {
 	if (!valid_id(id, 4))
 		return kiwi_error(err, EINVAL, "kill", "`%s` is not a sandbox id (4 to %d hex digits, see "
 				  "`kiwi-run list`)", id, KIWI_REGISTRY_ID_LEN);
-	struct search s = { .id = id, .e = e, .fd = fd };
+	struct search s = { .id = id, .e = e, .fd = fd, .any_holder = any_holder };
 	if (each_regdir(find_in, &s, err) < 0)
 		return -1;
 	int found = s.found;
@@ -747,6 +749,16 @@ int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, k
 	}
 	return kiwi_error(err, 0, "kill", "no running sandbox `%s` of uid %u (see `kiwi-run list`)", id,
 			  (unsigned)geteuid());
+}
+
+int kiwi_registry_find(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
+{
+	return find(id, e, fd, false, err);
+}
+
+int kiwi_registry_find_held(const char *id, struct kiwi_registry_entry *e, int *fd, kiwi_err *err)
+{
+	return find(id, e, fd, true, err);
 }
 
 static int pidfd_open_(pid_t pid)

@@ -22,7 +22,7 @@ int kiwi_session_find(const char *id, struct kiwi_registry_entry *e, kiwi_err *e
 {
 	_cleanup_close_ int fd = -1;
 	kiwi_err why = { 0 };
-	if (kiwi_registry_find(id, e, &fd, &why) < 0) {
+	if (kiwi_registry_find_held(id, e, &fd, &why) < 0) {
 		/* A malformed id or an ambiguous prefix says so; anything else
 		 * is "no such session of yours", whoever else's it may be. */
 		if (why.errnum == EINVAL)
