@@ -166,21 +166,26 @@ static bool at_or_below(const char *path, const char *top)
 	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
 }
 
-/* A cleaned path as this extraction places it (moved up from opts.only);
+/* A cleaned path (PATH_MAX bytes) as this extraction places it (opts.map);
  * true when it is not this extraction's. */
 static bool route_away(const kiwi_extract *x, char *path)
 {
-	for (const char *const *s = x->o.skip; s && *s; s++)
-		if (at_or_below(path, *s))
-			return true;
-	if (!x->o.only)
+	if (!x->o.n_map)
 		return false;
-	if (!at_or_below(path, x->o.only))
+	const struct kiwi_extract_map *best = NULL;
+	for (size_t i = 0; i < x->o.n_map; i++) {
+		const struct kiwi_extract_map *m = &x->o.map[i];
+		if ((!m->from[0] || at_or_below(path, m->from)) && (!best || strlen(m->from) > strlen(best->from)))
+			best = m;
+	}
+	if (!best)
 		return true;
-	const char *rest = path + strlen(x->o.only);
-	rest += *rest == '/';
-	memmove(path, rest, strlen(rest) + 1);
-	return false;
+	char rest[PATH_MAX];
+	const char *r = path + strlen(best->from);
+	r += *r == '/';
+	snprintf(rest, sizeof(rest), "%s", r);
+	int n = snprintf(path, PATH_MAX, "%s%s%s", best->to, best->to[0] && rest[0] ? "/" : "", rest);
+	return n < 0 || n >= PATH_MAX;
 }
 
 int kiwi_remove_tree_at(int dir_fd, const char *name, kiwi_err *err)

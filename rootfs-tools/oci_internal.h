@@ -30,6 +30,10 @@ struct kiwi_layer_write_opts {
 	bool reproducible;             /* fixed mtimes (SOURCE_DATE_EPOCH or 0) */
 	bool upper;                    /* the trees are overlayfs upper directories */
 	const struct kiwi_image_idmap *ids;  /* NULL: ids as they are */
+	/* No fsync of the layer: a snapshot is checked against its digest
+	 * whenever it is read, so one a crash cut short is refused, not
+	 * trusted; the wait for the disk would double its time. */
+	bool no_sync;
 };
 
 /* Writes the trees as one layer into blobs_fd in one pass: *layer is the

@@ -320,11 +320,11 @@ static void blob_abort(struct blob_out *b)
 }
 
 /* Finishes the blob: its descriptor's digest and size. */
-static int blob_commit(struct blob_out *b, struct kiwi_descriptor *d, kiwi_err *err)
+static int blob_commit(struct blob_out *b, struct kiwi_descriptor *d, bool sync, kiwi_err *err)
 {
 	d->size = (int64_t)kiwi_hasher_count(b->h);
 	kiwi_hasher_final(b->h, d->digest);
-	if (fsync(b->fd) < 0 || renameat(b->blobs_fd, b->tmp, b->blobs_fd, strchr(d->digest, ':') + 1) < 0) {
+	if ((sync && fsync(b->fd) < 0) || renameat(b->blobs_fd, b->tmp, b->blobs_fd, strchr(d->digest, ':') + 1) < 0) {
 		int e = errno;
 		blob_abort(b);
 		return kiwi_error(err, e, "pack", "cannot store blob %s", d->digest);
@@ -348,7 +348,7 @@ static int write_blob(int blobs_fd, const char *data, size_t len, struct kiwi_de
 		return kiwi_error(err, errno ? errno : EIO, "pack", "cannot write a blob");
 	}
 	kiwi_hasher_update(b.h, data, len);
-	return blob_commit(&b, d, err);
+	return blob_commit(&b, d, true, err);
 }
 
 /* The tar goes through here: hashed for the diff_id, then compressed
@@ -468,7 +468,7 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 		blob_abort(&b);
 		return -1;
 	}
-	return blob_commit(&b, layer, err);
+	return blob_commit(&b, layer, !o->no_sync, err);
 }
 
 void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)

@@ -159,7 +159,8 @@ static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snaps
 	for (size_t i = 0; img && i < img->n_layers; i++)
 		if (copy_blob(base_l->fd, layout_fd, img->layers[i].digest, err) < 0)
 			return -1;
-	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids };
+	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids,
+						  .no_sync = true };
 	if (kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err) < 0)
 		return -1;
 	_cleanup_json_ kiwi_json *base = NULL;
@@ -290,7 +291,7 @@ int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err)
 	return rc;
 }
 
-int kiwi_image_snapshot_restore(const char *ref, int upper_fd, const char *only, const char *const *skip,
+int kiwi_image_snapshot_restore(const char *ref, int root_fd, const struct kiwi_extract_map *map, size_t n_map,
 				kiwi_err *err)
 {
 	struct kiwi_layout l;
@@ -300,8 +301,8 @@ int kiwi_image_snapshot_restore(const char *ref, int upper_fd, const char *only,
 	if (open_snapshot(ref, &l, &img, &base, &blob, err) < 0)
 		return -1;
 	const struct kiwi_descriptor *d = &img.layers[img.n_layers - 1];
-	const struct kiwi_extract_opts o = { .overlay = true, .only = only, .skip = skip };
-	kiwi_extract *x = kiwi_extract_new(upper_fd, &o);
+	const struct kiwi_extract_opts o = { .overlay = true, .map = map, .n_map = n_map };
+	kiwi_extract *x = kiwi_extract_new(root_fd, &o);
 	int comp = kiwi_layer_compression_of(d->media_type);
 	char label[96];
 	snprintf(label, sizeof(label), "snapshot layer %.19s", d->digest);

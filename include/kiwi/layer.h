@@ -39,6 +39,10 @@ struct kiwi_extract_stats {
 
 typedef void (*kiwi_extract_progress)(void *arg, const struct kiwi_extract_stats *st);
 
+struct kiwi_extract_map {
+	const char *from, *to;    /* cleaned paths, "" for the root */
+};
+
 struct kiwi_extract_opts {
 	uint64_t max_size;         /* bound on file data, all layers together */
 	uint64_t max_entries;      /* bound on entries, all layers together */
@@ -52,10 +56,11 @@ struct kiwi_extract_opts {
 	 * unpack removes what lower layers put there; overlayfs's own
 	 * xattrs in the layer are never restored. */
 	bool overlay;
-	/* Only the entries at or below this path, moved to the root (NULL: all). */
-	const char *only;
-	/* Entries at or below these paths are passed over (NULL-terminated). */
-	const char *const *skip;
+	/* Where entries go: one at or below map[i].from moves to map[i].to
+	 * instead (the longest from wins; "" matches every entry); one no
+	 * from matches is passed over. n_map 0: every entry where it is. */
+	const struct kiwi_extract_map *map;
+	size_t n_map;
 	/* Checked before each entry: a signal handler sets it to stop early
 	 * (the caller then removes the scratch directory). May be NULL. */
 	const volatile int *cancel;

@@ -203,10 +203,10 @@ int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, str
 /* Checks that ref is a snapshot and its layer's blob has its digest;
  * *base gets its kind ("image", "rootfs"). */
 int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err);
-/* Applies ref's snapshot layer (checked as it is read) to upper_fd, an
- * overlayfs upper directory, in overlayfs's form (kiwi_extract_opts'
- * overlay): only the entries below only (NULL: all) but those below skip. */
-int kiwi_image_snapshot_restore(const char *ref, int upper_fd, const char *only, const char *const *skip,
+/* Applies ref's snapshot layer (checked as it is read) below root_fd in
+ * one pass, each entry moved by map (kiwi_extract_opts) into an overlayfs
+ * upper directory, in overlayfs's form (kiwi_extract_opts' overlay). */
+int kiwi_image_snapshot_restore(const char *ref, int root_fd, const struct kiwi_extract_map *map, size_t n_map,
 				kiwi_err *err);
 
 /* Describes an image as JSON: manifest, config, layers, sizes. */

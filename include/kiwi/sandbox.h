@@ -178,11 +178,10 @@ struct kiwi_sandbox_config {
 
 	/* NULL: a run. Else a session: argv is not run. */
 	struct kiwi_session_hooks *session;
-	/* `session create --from`: fills an upper directory of the writable
-	 * layer (kiwi/fslayer.h), in the sandbox before its overlay is
-	 * mounted: dest is "" for the root's, a layered bind's destination
-	 * for its. NULL: nothing to restore. */
-	int (*restore)(void *arg, int upper, const char *dest, kiwi_err *err);
+	/* `session create --from`: fills the upper directories of the
+	 * writable layer (kiwi/fslayer.h; layer is its root), in the sandbox
+	 * before any overlay is mounted. NULL: nothing to restore. */
+	int (*restore)(void *arg, int layer, kiwi_err *err);
 	void *restore_arg;
 };
 

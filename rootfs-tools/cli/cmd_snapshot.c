@@ -138,41 +138,48 @@ int cmd_snapshot_check(int argc, char **argv)
 	return 0;
 }
 
-/* snapshot-restore --upper FD [--only PATH | --skip PATH...] LAYOUT:TAG */
+/* snapshot-restore --root FD --map FROM=TO... LAYOUT:TAG */
 int cmd_snapshot_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "upper", required_argument, NULL, 'u' },
-		{ "only", required_argument, NULL, 'o' },
-		{ "skip", required_argument, NULL, 's' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "map", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
-	int upper = -1;
-	const char *only = NULL;
-	const char *skip[MAX_TREES + 1] = { 0 };
-	size_t n_skip = 0;
-	int c;
+	int root = -1;
+	struct kiwi_extract_map map[MAX_TREES];
+	char *owned[MAX_TREES];
+	size_t n_map = 0;
+	int c, rc = KIWI_EXIT_FAIL;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'u':
-			if (!parse_fd(optarg, &upper, NULL))
-				return cli_usage("snapshot-restore: --upper takes an open directory's fd");
-			break;
-		case 'o': only = optarg; break;
-		case 's':
-			if (n_skip == MAX_TREES)
-				return cli_usage("snapshot-restore: too many --skip");
-			skip[n_skip++] = optarg;
-			break;
-		case 'j': cli_json = true; break;
-		default: return cli_usage("snapshot-restore: bad option");
+		char *eq = c == 'm' && n_map < MAX_TREES ? strchr(optarg, '=') : NULL;
+		if (c == 'r' && !parse_fd(optarg, &root, NULL)) {
+			cli_usage("snapshot-restore: --root takes an open directory's fd");
+			goto out;
+		} else if (c == 'm' && (!eq || !(owned[n_map] = strdup(optarg)))) {
+			cli_usage("snapshot-restore: --map takes FROM=TO (at most %d)", MAX_TREES);
+			goto out;
+		} else if (c == 'm') {
+			owned[n_map][eq - optarg] = '\0';
+			map[n_map] = (struct kiwi_extract_map){ .from = owned[n_map], .to = owned[n_map] + (eq - optarg) + 1 };
+			n_map++;
+		} else if (c == 'j') {
+			cli_json = true;
+		} else if (c != 'r') {
+			cli_usage("snapshot-restore: bad option");
+			goto out;
 		}
 	}
-	if (argc - optind != 1 || upper < 0)
-		return cli_usage("snapshot-restore takes --upper FD and one LAYOUT:TAG");
 	kiwi_err err = { 0 };
-	if (kiwi_image_snapshot_restore(argv[optind], upper, only, skip, &err) < 0)
-		return cli_fail(&err);
-	return 0;
+	if (argc - optind != 1 || root < 0 || !n_map)
+		cli_usage("snapshot-restore takes --root FD, --map FROM=TO... and one LAYOUT:TAG");
+	else if (kiwi_image_snapshot_restore(argv[optind], root, map, n_map, &err) < 0)
+		cli_fail(&err);
+	else
+		rc = 0;
+out:
+	for (size_t i = 0; i < n_map; i++)
+		free(owned[i]);
+	return rc;
 }

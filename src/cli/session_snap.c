@@ -158,6 +158,12 @@ static int snapshot(const struct kiwi_registry_entry *e, const char *ref, const 
 int kiwi_cli_session_snapshot(int argc, char **argv)
 {
 	const char *comp = "zstd";
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: kiwi-run session snapshot [--compression zstd|gzip|none] ID LAYOUT:TAG\n\n"
+		       "Writes what session ID changed as one OCI layer into LAYOUT, tagged TAG, and prints\n"
+		       "the result as JSON. See kiwi-run-session(1).\n");
+		return 0;
+	}
 	if (argc == 5 && !strcmp(argv[1], "--compression")) {
 		comp = argv[2];
 		argv += 2;
@@ -205,34 +211,35 @@ int session_from_take(struct session_from *f, struct run_args *a, const char *re
 	return 0;
 }
 
-/* In the sandbox, before the overlay of upper is mounted: the snapshot's
- * entries for it, in overlayfs's form, by kiwi-rootfs (the blob is
- * checked again as it is read). */
-static int restore_upper(void *arg, int upper, const char *dest, kiwi_err *err)
+/* In the sandbox, before any overlay is mounted: the snapshot's entries
+ * in the layer's upper directories, in overlayfs's form, by kiwi-rootfs in
+ * one pass (the blob is checked again as it is read). An image-based
+ * snapshot's root is the image's (a->image): only its workspace part. */
+static int restore_layer(void *arg, int layer, kiwi_err *err)
 {
 	struct session_from *f = arg;
-	const char *only = dest + (dest[0] == '/');
-	/* An image-based snapshot's root is the image's (a->image). */
-	if (!*only && f->image_based)
-		return 0;
-	const char *args[32] = { "snapshot-restore", "--json", "--upper" };
-	char fd[16];
-	snprintf(fd, sizeof(fd), "%d", upper);
-	size_t at = 3;
+	const char *args[40] = { "snapshot-restore", "--json", "--root" };
+	char fd[16], maps[KIWI_SNAPSHOT_MAX_TREES][320];
+	snprintf(fd, sizeof(fd), "%d", layer);
+	size_t at = 3, n = 0;
 	args[at++] = fd;
-	if (*only) {
-		args[at++] = "--only";
-		args[at++] = only;
+	if (!f->image_based) {
+		args[at++] = "--map";
+		args[at++] = "=root/upper";
 	}
-	for (size_t i = 0; !*only && i < f->cfg->n_binds && at + 3 < KIWI_ARRAY_SIZE(args); i++)
-		if (f->cfg->binds[i].layered && !f->cfg->binds[i].read_only) {
-			args[at++] = "--skip";
-			args[at++] = f->cfg->binds[i].dest + (f->cfg->binds[i].dest[0] == '/');
-		}
+	for (size_t i = 0; i < f->cfg->n_binds && n < KIWI_SNAPSHOT_MAX_TREES; i++) {
+		const struct kiwi_bind *b = &f->cfg->binds[i];
+		if (!b->layered || b->read_only)
+			continue;
+		snprintf(maps[n], sizeof(maps[n]), "%s=bind%zu/upper", b->dest + (b->dest[0] == '/'), i);
+		args[at++] = "--map";
+		args[at++] = maps[n++];
+	}
+	if (at == 4)
+		return 0;
 	args[at] = f->ref;
-	char line[1024], what[128];
-	snprintf(what, sizeof(what), "restore `/%s` from the snapshot", only);
-	return kiwi_cli_rootfs_run(what, args, &upper, 1, line, sizeof(line), err);
+	char line[1024];
+	return kiwi_cli_rootfs_run("restore the snapshot", args, &layer, 1, line, sizeof(line), err);
 }
 
 int session_from_arm(struct session_from *f, struct run_args *a)
@@ -242,7 +249,7 @@ int session_from_arm(struct session_from *f, struct run_args *a)
 	if (!f->image_based && !a->cfg.rootfs)
 		return kiwi_cli_usage_error(a->cmd, "this snapshot holds changes to a --rootfs DIR: give the same one");
 	f->cfg = &a->cfg;
-	a->cfg.restore = restore_upper;
+	a->cfg.restore = restore_layer;
 	a->cfg.restore_arg = f;
 	return 0;
 }

@@ -39,10 +39,12 @@ int kiwi_fslayer_create(uint64_t size, int disk_fd, int at_fd, kiwi_err *err)
 
 static int make_dir(int dirfd, const char *name, mode_t mode, kiwi_err *err)
 {
-	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+	int made = mkdirat(dirfd, name, mode);
+	if (made < 0 && errno != EEXIST)
 		return kiwi_error(err, errno, "layer", "cannot make `%s` in the writable layer", name);
-	/* Not the umask's: 1777 for /tmp. */
-	if (fchmodat(dirfd, name, mode, 0) < 0)
+	/* Not the umask's: 1777 for /tmp. One there already is a restored
+	 * snapshot's upper directory, with the mode it had. */
+	if (made == 0 && fchmodat(dirfd, name, mode, 0) < 0)
 		return kiwi_error(err, errno, "layer", "cannot set the mode of `%s` in the writable layer", name);
 	int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)

@@ -306,7 +306,7 @@ static int layered_tree(const struct kiwi_sandbox_config *cfg, int layer, size_t
 	snprintf(lower_name, sizeof(lower_name), "%s/lower", name);
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, name, &work, err);
-	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, cfg->binds[index].dest, err) < 0))
+	if (upper < 0)
 		return -1;
 	struct stat st;
 	if (given >= 0 && (fstat(given, &st) < 0 || !S_ISDIR(st.st_mode)))
@@ -563,8 +563,7 @@ static int mount_root_overlay(const struct kiwi_sandbox_config *cfg, const struc
 {
 	_cleanup_close_ int work = -1;
 	_cleanup_close_ int upper = kiwi_fslayer_dirs(layer, "root", &work, err);
-	if (upper < 0 || (cfg->restore && cfg->restore(cfg->restore_arg, upper, "", err) < 0) ||
-	    prepare_mount_points(cfg, trees, lower, upper, err) < 0)
+	if (upper < 0 || prepare_mount_points(cfg, trees, lower, upper, err) < 0)
 		return -1;
 	_cleanup_close_ int rootfd = kiwi_fslayer_overlay(upper, work, lower, err);
 	if (rootfd < 0 || attach(rootfd, layer, "", "the rootfs", err) < 0)
@@ -597,6 +596,8 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, const struct kiwi_i
 	struct mount_attr private = { .propagation = MS_PRIVATE };
 	if (mount_setattr(layer, "", AT_EMPTY_PATH, &private, sizeof(private)) < 0)
 		return kiwi_error(err, errno, "mount", "cannot make the writable layer private");
+	if (cfg->restore && cfg->restore(cfg->restore_arg, layer, err) < 0)
+		return -1;
 	_cleanup_close_ int rootfd = mount_root_overlay(cfg, trees, lower, layer, err);
 	if (rootfd < 0 || mount_proc_and_sys(rootfd, err) < 0)
 		return -1;
