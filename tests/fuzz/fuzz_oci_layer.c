@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Layer extraction. The first byte picks tar, tar+gzip or tar+zstd and
- * whether whiteouts apply; the rest is the layer. Property: whatever the
+/* Layer extraction. The first byte picks tar, tar+gzip or tar+zstd,
+ * whether whiteouts apply, and whether the layer goes into overlayfs upper
+ * directories through a map (a session's restore: whiteouts become 0:0
+ * character devices, opaque markers xattrs); the rest is the layer. Property: whatever the
  * layer holds, nothing appears beside the destination (a crash otherwise). */
 #include <dirent.h>
 #include <fcntl.h>
@@ -54,10 +56,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    lseek(blob, 0, SEEK_SET) != 0 || mkdirat(parent_fd, "root", 0755) < 0)
 		abort();
 	int root = openat(parent_fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	static const struct kiwi_extract_map map[] = { { "", "root/upper" }, { "workspace", "bind0/upper" } };
 	struct kiwi_extract_opts o = {
 		.max_size = 64 << 20,
 		.max_entries = 20000,
 		.plain = data[0] & 4,
+		.overlay = data[0] & 8,
+		.map = map,
+		.n_map = data[0] & 8 ? 2 : 0,
 	};
 	kiwi_extract *x = kiwi_extract_new(root, &o);
 	kiwi_err err;
