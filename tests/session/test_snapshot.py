@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,25 @@ def test_bad_snapshot_input_one_line(session, kiwi):
     snapshot(s, f"{layout}:r")
     r = s.raw("session", "create", "--from", f"{layout}:r")
     assert r.returncode == 125 and "--rootfs" in r.stderr, explain(r)
+
+
+def test_snapshot_never_follows_the_sessions_symlinks(session, kiwi):
+    """The session plants symlinks to a host file and a host directory (in
+    its root and as its workspace's entries); the snapshot, written by a
+    process of the caller's (root, in root mode), stores the links as links
+    and nothing of what they point to."""
+    secret = kiwi.workdir() / "secret"
+    secret.write_text("HOST-SECRET-7f3a\n")
+    secret.chmod(0o600)
+    s = session("--rw-root", "--workspace", ws_base(kiwi), "--workspace-mode", "discard")
+    r = s.sh(f"ln -s {secret} /root/link; ln -s {secret.parent} /root/dirlink;"
+             f" ln -s {secret} /workspace/link; mkdir /root/d; ln -s /etc /root/d/etc")
+    assert r.returncode == 0, explain(r)
+    layout = layout_dir(kiwi) / "snaps"
+    res = snapshot(s, f"{layout}:links", "--compression", "none")
+    blob = layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+    assert b"HOST-SECRET" not in blob.read_bytes()
+    with tarfile.open(blob) as t:
+        links = {m.name: m.linkname for m in t.getmembers() if m.issym()}
+    assert links == {"root/link": str(secret), "root/dirlink": str(secret.parent),
+                     "root/d/etc": "/etc", "workspace/link": str(secret)}, links
