@@ -235,7 +235,11 @@ static void fold(struct kiwi_egress_tally *t, const struct egress_ring *r, const
 		kiwi_net_attempts_add(&t->attempts, ev->family, ev->proto, ev->dst, ev->port);
 		*(ev->allowed ? &allowed : &blocked) += 1;
 	}
-	uint64_t gone_allowed = r->allowed - m->allowed - allowed, gone_blocked = r->blocked - m->blocked - blocked;
+	/* saturating: a mark is the client's word */
+	uint64_t since_allowed = r->allowed >= m->allowed ? r->allowed - m->allowed : 0;
+	uint64_t since_blocked = r->blocked >= m->blocked ? r->blocked - m->blocked : 0;
+	uint64_t gone_allowed = since_allowed > allowed ? since_allowed - allowed : 0;
+	uint64_t gone_blocked = since_blocked > blocked ? since_blocked - blocked : 0;
 	t->allowed.other += gone_allowed;
 	t->blocked.other += gone_blocked;
 	t->attempts.total += gone_allowed + gone_blocked;

@@ -147,3 +147,20 @@ def test_install_refuses_a_session_without_its_network(world, kiwi_run, rootfs, 
         assert "--network egress" in r.stderr, r.stderr
     finally:
         s.destroy()
+
+
+def test_an_exec_past_the_kept_attempts_still_counts_them(world, kiwi_run, rootfs, scratch):  # noqa: F811
+    """The supervisor keeps a session's newest 256 attempts: an exec that
+    made more has the older ones in the counts, never another exec's."""
+    s = Sess(world, kiwi_run, rootfs, scratch)
+    try:
+        s.probes(("session", "exec", s.id), f"{PROBE} tcp 203.0.113.10 80")
+        _, v, res = s.probes(("session", "exec", s.id),
+                             f"i=0; while [ $i -lt 300 ]; do {PROBE} tcp 169.254.169.254 80 >/dev/null; "
+                             f"i=$((i+1)); done")
+    finally:
+        s.destroy()
+    assert v["egress_allowed"] == [] and v["egress_allowed_other"] == 0, v
+    kept = sum(b["count"] for b in v["egress_blocked"])
+    assert kept == 256 and kept + v["egress_blocked_other"] == 300, v
+    assert v["network_attempt_count"] == 300, v
