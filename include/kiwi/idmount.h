@@ -26,21 +26,34 @@
  * missing range is EPERM, naming the fix. */
 int kiwi_idmount_default_map(struct kiwi_idmap *m, kiwi_err *err);
 
+/* The rootfs seen through the sandbox's own user namespace (pid's, whose
+ * maps are written; pidfd proves it is still that process): made after
+ * clone, it needs no process of its own. Sent to pid 1 with sync #1. */
+int kiwi_idmount_rootfs(const char *rootfs, pid_t pid, int pidfd, kiwi_err *err);
+
 struct kiwi_idmounts {
 	/* The rootfs's directory (O_PATH), where pid 1 mounts the trees and
 	 * the layer: opened by pid 1 itself (a mount point must be of its
 	 * namespace) while it is still the host's root, since on kiwi's range
 	 * it may not look up a path below a directory only root may enter. */
 	int rootfs_dir;
-	int rootfs;      /* the rootfs through the sandbox's map; -1: none */
+	int rootfs;      /* kiwi_idmount_rootfs()'s, once pid 1 has it; else -1 */
 	int *binds;      /* one per cfg->binds[i], recursive, through its owner's map */
 	size_t n;
+	/* The children the maps were made in, killed at once but reaped only
+	 * by kiwi_idmounts_release: waiting for one to die on a busy host
+	 * cost the start tens of milliseconds. */
+	int *holders;    /* pidfds */
+	size_t n_holders;
 };
 
-/* Makes the trees of cfg (root, cfg->idmap the sandbox's map). A
+/* Makes the binds' trees of cfg (root, cfg->idmap the sandbox's map). A
  * filesystem that cannot be idmapped is EOPNOTSUPP, in one line naming it
  * and --host-root-map. */
 int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, kiwi_err *err);
+/* Closes the trees (once pid 1 holds its copies). */
 void kiwi_idmounts_close(struct kiwi_idmounts *t);
+/* The same, and reaps the holders. */
+void kiwi_idmounts_release(struct kiwi_idmounts *t);
 
 #endif

@@ -59,8 +59,9 @@ int kiwi_idmount_default_map(struct kiwi_idmap *m, kiwi_err *err)
 }
 
 /* A user namespace of map m, held by an fd alone: a child is made in it
- * only for the kernel to take the maps from, and killed at once. */
-static int userns_of(const struct kiwi_idmap *m, kiwi_err *err)
+ * only for the kernel to take the maps from, and killed at once; its
+ * pidfd goes to t->holders, to be reaped later. */
+static int userns_of(const struct kiwi_idmap *m, struct kiwi_idmounts *t, kiwi_err *err)
 {
 	int pidfd = -1;
 	pid_t parent = getpid();
@@ -74,6 +75,7 @@ static int userns_of(const struct kiwi_idmap *m, kiwi_err *err)
 		for (;;)
 			pause();
 	}
+	t->holders[t->n_holders++] = pidfd;
 	int fd = -1;
 	if (kiwi_userns_write_maps(pid, m, false, err) == 0) {
 		char path[64];
@@ -84,9 +86,6 @@ static int userns_of(const struct kiwi_idmap *m, kiwi_err *err)
 			kiwi_error(err, errno, STEP, "cannot open `%s`", path);
 	}
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-	siginfo_t info;
-	waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
-	close(pidfd);
 	return fd;
 }
 
@@ -112,7 +111,20 @@ static int idmapped_tree(const char *path, int userns, bool recursive, const cha
 	return TAKE_FD(tree);
 }
 
-/* Users namespaces already made for a bind owner: most binds share one. */
+int kiwi_idmount_rootfs(const char *rootfs, pid_t pid, int pidfd, kiwi_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	_cleanup_close_ int ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0)
+		return kiwi_error(err, errno, STEP, "cannot open `%s`", path);
+	/* Alive after the open: the pid was the sandbox's, not a reuse. */
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+		return kiwi_error(err, errno, STEP, "the sandbox ended before its rootfs was idmapped");
+	return idmapped_tree(rootfs, ns, false, "rootfs", err);
+}
+
+/* User namespaces already made for a bind owner: most binds share one. */
 struct owner_ns {
 	uid_t uid;
 	gid_t gid;
@@ -120,7 +132,7 @@ struct owner_ns {
 };
 
 static int owner_userns(const struct kiwi_idmap *sandbox, const struct stat *st, struct owner_ns *cache,
-			size_t *n, kiwi_err *err)
+			size_t *n, struct kiwi_idmounts *t, kiwi_err *err)
 {
 	for (size_t i = 0; i < *n; i++)
 		if (cache[i].uid == st->st_uid && cache[i].gid == st->st_gid)
@@ -130,7 +142,7 @@ static int owner_userns(const struct kiwi_idmap *sandbox, const struct stat *st,
 		.uid = { { (uint32_t)st->st_uid, sandbox->uid[0].outside, 1 } }, .n_uid = 1,
 		.gid = { { (uint32_t)st->st_gid, sandbox->gid[0].outside, 1 } }, .n_gid = 1,
 	};
-	int fd = userns_of(&m, err);
+	int fd = userns_of(&m, t, err);
 	if (fd < 0)
 		return -1;
 	cache[*n] = (struct owner_ns){ st->st_uid, st->st_gid, fd };
@@ -146,7 +158,7 @@ static int make_binds(const struct kiwi_sandbox_config *cfg, struct kiwi_idmount
 		struct stat st;
 		if (stat(src, &st) < 0)
 			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", src);
-		int ns = owner_userns(cfg->idmap, &st, cache, n_cache, err);
+		int ns = owner_userns(cfg->idmap, &st, cache, n_cache, out, err);
 		if (ns < 0 || (out->binds[i] = idmapped_tree(src, ns, true, "bind source", err)) < 0)
 			return -1;
 	}
@@ -157,23 +169,20 @@ int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmoun
 {
 	*out = (struct kiwi_idmounts){ .rootfs_dir = -1, .rootfs = -1, .n = cfg->n_binds };
 	out->binds = malloc((cfg->n_binds + 1) * sizeof(int));
-	if (!out->binds)
+	out->holders = malloc((cfg->n_binds + 1) * sizeof(int));  /* one per owner at most */
+	if (!out->binds || !out->holders)
 		return kiwi_error(err, ENOMEM, STEP, "cannot allocate the idmapped binds");
 	for (size_t i = 0; i < cfg->n_binds; i++)
 		out->binds[i] = -1;
 	struct owner_ns *cache = calloc(cfg->n_binds + 1, sizeof(*cache));
 	size_t n_cache = 0;
-	_cleanup_close_ int own = cache ? userns_of(cfg->idmap, err) : -1;
-	int r = -1;
-	if (!cache)
-		kiwi_error(err, ENOMEM, STEP, "cannot allocate the idmapped binds");
-	else if (own >= 0 && (out->rootfs = idmapped_tree(cfg->rootfs, own, false, "rootfs", err)) >= 0)
-		r = make_binds(cfg, out, cache, &n_cache, err);
+	int r = cache ? make_binds(cfg, out, cache, &n_cache, err)
+		      : kiwi_error(err, ENOMEM, STEP, "cannot allocate the idmapped binds");
 	for (size_t i = 0; i < n_cache; i++)
 		close(cache[i].fd);
 	free(cache);
 	if (r < 0)
-		kiwi_idmounts_close(out);
+		kiwi_idmounts_release(out);
 	return r;
 }
 
@@ -190,4 +199,17 @@ void kiwi_idmounts_close(struct kiwi_idmounts *t)
 	free(t->binds);
 	t->binds = NULL;
 	t->n = 0;
+}
+
+void kiwi_idmounts_release(struct kiwi_idmounts *t)
+{
+	kiwi_idmounts_close(t);
+	for (size_t i = 0; t->holders && i < t->n_holders; i++) {
+		siginfo_t info;
+		waitid(P_PIDFD, (id_t)t->holders[i], &info, WEXITED);
+		close(t->holders[i]);
+	}
+	free(t->holders);
+	t->holders = NULL;
+	t->n_holders = 0;
 }

@@ -435,6 +435,7 @@ struct init_ctx {
 	int64_t exec_ns;
 	struct disk_watch disk;          /* the writable layer, watched while the command runs */
 	struct kiwi_idmounts trees;      /* args->trees', with the rootfs's directory of our namespace */
+	int rootfs_tree;                 /* the idmapped rootfs, from sync #1; -1: none */
 	char note[160];                  /* --debug: the step's details */
 };
 
@@ -456,8 +457,10 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 	const struct kiwi_init_args *args = c->args;
 	const struct kiwi_sandbox_config *cfg = c->cfg;
 	struct kiwi_idmounts *t = args->trees ? &c->trees : NULL;
-	if (t)
+	if (t) {
 		*t = *args->trees;
+		t->rootfs = c->rootfs_tree;  /* came with sync #1 */
+	}
 	size_t n_trees = t ? t->n + 2 : 0;
 	int keep[5 + n_trees];
 	keep[0] = args->sock, keep[1] = args->stdin_fd, keep[2] = args->stdout_fd, keep[3] = args->stderr_fd;
@@ -592,7 +595,7 @@ static void send_witness(int sock)
 
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
-	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 } };
+	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 }, .rootfs_tree = -1 };
 	const struct kiwi_debug *dbg = c.cfg->debug;   /* fd 2 is still kiwi-run's (kiwi/debug.h) */
 	int sock = args->sock;
 	kiwi_err err = { 0 };
@@ -610,7 +613,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 
 	/* #1: wait for the parent to write our uid and gid maps. */
-	if (kiwi_sync_recv(sock, &m, 0) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
+	if (kiwi_sync_recv_fd(sock, &m, 0, &c.rootfs_tree) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
 		_exit(1);
 	c.sync_flags = m.flags;
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");

@@ -730,7 +730,17 @@ static int release_child(struct follow *f, pid_t pid)
 		KIWI_DEBUG(dbg, "run", t, "cgroup-attach", "kiwi-helper moved pid %d into %s", (int)pid,
 			   kiwi_cgroup_name(f->cg));
 	}
-	if (kiwi_sync_send(f->sock, &go) < 0)
+	/* Root's default: the rootfs through the sandbox's own map rides
+	 * along (kiwi/idmount.h). */
+	_cleanup_close_ int rootfs = -1;
+	if (f->cfg->idmounts) {
+		t = KIWI_DEBUG_NOW(dbg);
+		rootfs = kiwi_idmount_rootfs(f->cfg->rootfs, pid, f->pidfd, f->err);
+		if (rootfs < 0)
+			return -1;
+		KIWI_DEBUG(dbg, "run", t, "idmap-rootfs", "through pid %d's user namespace", (int)pid);
+	}
+	if ((rootfs >= 0 ? kiwi_sync_send_fd(f->sock, &go, rootfs) : kiwi_sync_send(f->sock, &go)) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
 }
@@ -799,7 +809,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		.drop_groups = drops_groups(cfg),
 	};
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
-	_cleanup_(kiwi_idmounts_close) struct kiwi_idmounts trees = { .rootfs_dir = -1, .rootfs = -1 };
+	_cleanup_(kiwi_idmounts_release) struct kiwi_idmounts trees = { .rootfs_dir = -1, .rootfs = -1 };
 	if (cfg->idmounts) {
 		if (kiwi_idmounts_make(cfg, &trees, f->err) < 0)
 			return -1;
@@ -810,7 +820,7 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		for (size_t i = 0; i < KIWI_ARRAY_SIZE(pipes); i++)
 			if (pipes[i] >= 0 && fchown(pipes[i], cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside) < 0)
 				return kiwi_error(f->err, errno, "idmap", "cannot give the output pipes to the sandbox's root");
-		KIWI_DEBUG(cfg->debug, "run", t, "idmap", "rootfs and %zu bind(s) idmapped onto %u:%u", trees.n,
+		KIWI_DEBUG(cfg->debug, "run", t, "idmap", "%zu bind(s) idmapped onto %u:%u", trees.n,
 			   cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside);
 		t = KIWI_DEBUG_NOW(cfg->debug);
 	}

@@ -27,8 +27,11 @@ def test_debug_prints_the_steps_in_order(kiwi):
     assert r.returncode == 0 and r.stdout == "payload\n", explain(r)
     s, other = steps(r.stderr)
     assert other == [], explain(r)
-    # root: kiwi's id range, whose idmapped trees are made before clone
-    run_steps = RUN_STEPS[:3] + ["idmap"] + RUN_STEPS[3:] if kiwi.mode == "root" else RUN_STEPS
+    # root: kiwi's id range, the binds' idmapped trees made before clone,
+    # the rootfs's through the sandbox's own map once it is written
+    run_steps = RUN_STEPS
+    if kiwi.mode == "root":
+        run_steps = RUN_STEPS[:3] + ["idmap", "clone3", "maps", "idmap-rootfs"] + RUN_STEPS[5:]
     for who, want in (("run", run_steps), ("init", INIT_STEPS)):
         mine = [x for x in s if x[1] == who]
         # the registry entry comes 100 ms in, if the command still runs
