@@ -8,10 +8,12 @@
  * sandbox's root writes there is the owner's on the host, while no other
  * host id can be written through it.
  *
- * Parent side, as root, before clone: idmapping a mount of a host
- * filesystem needs CAP_SYS_ADMIN over that filesystem's user namespace,
- * which pid 1 never has. The trees are detached mounts that pid 1
- * inherits and attaches (mount.c); they vanish with their last fd. */
+ * Parent side, as root: idmapping a mount of a host filesystem needs
+ * CAP_SYS_ADMIN over that filesystem's user namespace, which pid 1 never
+ * has. The binds' trees are made before clone and inherited by pid 1,
+ * the rootfs's after clone (through the sandbox's own namespace) and sent
+ * with sync #1; pid 1 attaches them (mount.c). They are detached mounts,
+ * gone with their last fd. */
 #ifndef KIWI_IDMOUNT_H
 #define KIWI_IDMOUNT_H
 
@@ -41,8 +43,8 @@ struct kiwi_idmounts {
 	int *binds;      /* one per cfg->binds[i], recursive, through its owner's map */
 	size_t n;
 	/* The children the maps were made in, killed at once but reaped only
-	 * by kiwi_idmounts_release: waiting for one to die on a busy host
-	 * cost the start tens of milliseconds. */
+	 * by kiwi_idmounts_release, after the sandbox's clone: waiting for
+	 * each to die at once cost a busy host's start milliseconds. */
 	int *holders;    /* pidfds */
 	size_t n_holders;
 };
@@ -51,9 +53,9 @@ struct kiwi_idmounts {
  * filesystem that cannot be idmapped is EOPNOTSUPP, in one line naming it
  * and --host-root-map. */
 int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, kiwi_err *err);
-/* Closes the trees (once pid 1 holds its copies). */
+/* Closes the trees. */
 void kiwi_idmounts_close(struct kiwi_idmounts *t);
-/* The same, and reaps the holders. */
+/* The same, and reaps the holders (once pid 1 holds its copies). */
 void kiwi_idmounts_release(struct kiwi_idmounts *t);
 
 #endif

@@ -838,7 +838,9 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s pid=%d",
 			   into ? " into-cgroup" : "", (int)pid);
 	close(sp[1]);
-	kiwi_idmounts_close(&trees);
+	/* The holders were killed before the clone: reaped now, so that the
+	 * sandbox is kiwi-run's only child from here on. */
+	kiwi_idmounts_release(&trees);
 	/* The sandbox holds the write ends now; ours would keep EOF away. */
 	close(TAKE_FD(f->out.write_fd));
 	close(TAKE_FD(f->errout.write_fd));

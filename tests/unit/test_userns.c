@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The --uidmap/--gidmap and --user parsers: the edges the kernel would
  * refuse later without naming the extent (a count of 0, the last id,
- * overlaps on either side, one extent too many), table-driven. */
+ * overlaps on either side, one extent too many), table-driven; and the
+ * /etc/subuid lines kiwi's range is found in. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -127,4 +128,32 @@ Test(idmap, user_uid_and_gid)
 		cr_expect_eq(uid, cases[i].uid, "`%s`", cases[i].text);
 		cr_expect_eq(gid, cases[i].gid, "`%s`", cases[i].text);
 	}
+}
+
+Test(subid, kiwi_range_found_past_others_and_bad_lines)
+{
+	static const char text[] = "alice:100000:65536\n"
+				   "kiwi:5:10\n"               /* too few ids */
+				   "kiwi:0:65536\n"            /* start 0 is refused */
+				   "kiwi:x:65536\n"
+				   "kiwi:4294967295:65536\n"   /* past 2^32-1 */
+				   "kiwiz:200000:65536\n"
+				   "kiwi:1073741824:65536";    /* no final newline */
+	uint32_t start = 0;
+	cr_assert(kiwi_subid_find(text, strlen(text), "kiwi", 65536, &start));
+	cr_assert_eq(start, 1073741824u);
+	cr_assert(!kiwi_subid_find(text, strlen(text), "bob", 1, &start));
+	cr_assert(!kiwi_subid_find("", 0, "kiwi", 1, &start));
+}
+
+Test(subid, lines_walked_in_order)
+{
+	static const char text[] = "a:1:2\nnot a line\n\nb:3:4\n";
+	struct kiwi_subid e;
+	size_t at = 0;
+	cr_assert(kiwi_subid_next(text, strlen(text), &at, &e));
+	cr_assert(e.owner_len == 1 && e.owner[0] == 'a' && e.start == 1 && e.count == 2);
+	cr_assert(kiwi_subid_next(text, strlen(text), &at, &e));
+	cr_assert(e.owner_len == 1 && e.owner[0] == 'b' && e.start == 3 && e.count == 4);
+	cr_assert(!kiwi_subid_next(text, strlen(text), &at, &e));
 }
