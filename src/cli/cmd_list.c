@@ -116,9 +116,14 @@ int kiwi_cli_list(int argc, char **argv, bool sessions_only)
 			json = true;
 			break;
 		case 'h':
-			printf("usage: kiwi-run list [--json]\n\n"
-			       "Lists the caller's running sandboxes: id, pid, phase, cgroup, network,\n"
-			       "age and command. See kiwi-run(1).\n");
+			if (sessions_only)
+				printf("usage: kiwi-run session list [--json]\n\n"
+				       "Lists the caller's sessions: id, pid, cgroup, network, age.\n"
+				       "See kiwi-run-session(1).\n");
+			else
+				printf("usage: kiwi-run list [--json]\n\n"
+				       "Lists the caller's running sandboxes: id, pid, phase, cgroup, network,\n"
+				       "age and command. See kiwi-run(1).\n");
 			return 0;
 		default:
 			return kiwi_cli_usage_error("list", "unknown option `%s`", argv[optind - 1]);

@@ -300,6 +300,11 @@ static int session_create(int argc, char **argv)
 			 "                        made from one)\n"
 			 "  --policy FILE         the network of the phase policy's install half\n"
 			 "                        (for `phase install --session`; flags override it)\n\n",
+		.synopsis = "usage: kiwi-run session create --rootfs DIR [OPTIONS]\n"
+			    "       kiwi-run session create --image LAYOUT[:TAG] [OPTIONS]\n"
+			    "       kiwi-run session create --from LAYOUT:TAG [--rootfs DIR] [OPTIONS]\n\n"
+			    "Prints the new session's id alone once it is ready. It runs no command:\n"
+			    "`session exec` does; the options that apply to one command are exec's.\n\n",
 	};
 	run_args_defaults(&s.a);
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -475,12 +480,20 @@ static int add_passed_env(struct run_args *a, const struct exec_opts *o, char **
 	return r;
 }
 
+static bool asks_help(int argc, char **argv)
+{
+	return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+}
+
 static int session_exec(int argc, char **argv)
 {
-	if (argc < 2 || argv[1][0] == '-')
+	/* --help in the id's place: the parser below prints exec's options. */
+	bool help = asks_help(argc, argv);
+	if (!help && (argc < 2 || argv[1][0] == '-'))
 		return kiwi_cli_usage_error("session exec", "give the session's id first: session exec ID [OPTIONS] -- CMD");
-	const char *id = argv[1];
-	if (session_refuse_create_flags("session exec", argc - 1, argv + 1) != 0)
+	const char *id = help ? NULL : argv[1];
+	int shift = help ? 0 : 1;
+	if (session_refuse_create_flags("session exec", argc - shift, argv + shift) != 0)
 		return KIWI_EXIT_FAILED;
 	_cleanup_(run_session_release) struct run_session s;
 	run_session_init(&s, "session exec");
@@ -490,10 +503,13 @@ static int session_exec(int argc, char **argv)
 		.usage = "  --tty                 a terminal of the session's own\n"
 			 "  --keep-background     leave what the command started running\n"
 			 "  --pass-env NAME       pass the caller's NAME (model-provider keys never)\n\n",
+		.synopsis = "usage: kiwi-run session exec ID [OPTIONS] -- CMD [ARG...]\n\n"
+			    "The options below that shape the sandbox (--rootfs, --memory, --network,\n"
+			    "...) are create's and refused here; the rest apply to this exec alone.\n\n",
 	};
 	run_args_defaults(&s.a);
 	s.a.no_rootfs = true;
-	int r = run_args_parse(argc - 1, argv + 1, &s.a, &own);
+	int r = run_args_parse(argc - shift, argv + shift, &s.a, &own);
 	char **owned = NULL;
 	size_t n_owned = 0;
 	if (r != 0) {
@@ -611,6 +627,13 @@ static int cp_out(const struct kiwi_registry_entry *e, const char *inside, const
 
 static int session_cp(int argc, char **argv)
 {
+	if (asks_help(argc, argv)) {
+		printf("usage: kiwi-run session cp HOST_FILE ID:/PATH\n"
+		       "       kiwi-run session cp ID:/PATH HOST_PATH\n\n"
+		       "One regular file into or out of a session, resolved inside its root.\n"
+		       "See kiwi-run-session(1).\n");
+		return 0;
+	}
 	if (argc != 3)
 		return kiwi_cli_usage_error("session cp", "give a source and a destination, one of them ID:/path");
 	char id_src[KIWI_REGISTRY_ID_LEN + 1], id_dst[KIWI_REGISTRY_ID_LEN + 1];
@@ -633,6 +656,12 @@ static int session_cp(int argc, char **argv)
 
 static int session_destroy(int argc, char **argv)
 {
+	if (asks_help(argc, argv)) {
+		printf("usage: kiwi-run session destroy ID\n\n"
+		       "Ends the session and prints the evidence of a clean end as JSON.\n"
+		       "See kiwi-run-session(1).\n");
+		return 0;
+	}
 	if (argc != 2 || argv[1][0] == '-')
 		return kiwi_cli_usage_error("session destroy", "give one session id: session destroy ID");
 	kiwi_err err = { 0 };

@@ -56,6 +56,7 @@ struct run_extra {
 	int (*take)(void *ctx, struct run_args *a, int opt, const char *value);
 	void *ctx;
 	const char *usage;              /* printed after run's options by --help */
+	const char *synopsis;           /* --help's usage lines, in place of run's */
 };
 
 /* Run's defaults; a command may change them (from a configuration file)

@@ -109,8 +109,11 @@ static const struct option run_options[] = {
 
 static void run_usage(const char *cmd, const struct run_extra *x)
 {
-	printf("usage: kiwi-run %s --rootfs DIR [OPTIONS] -- CMD [ARG...]\n"
-	       "       kiwi-run %s --image LAYOUT[:TAG] [OPTIONS] [-- CMD [ARG...]]\n\n", cmd, cmd);
+	if (x && x->synopsis)
+		fputs(x->synopsis, stdout);
+	else
+		printf("usage: kiwi-run %s --rootfs DIR [OPTIONS] -- CMD [ARG...]\n"
+		       "       kiwi-run %s --image LAYOUT[:TAG] [OPTIONS] [-- CMD [ARG...]]\n\n", cmd, cmd);
 	if (x && x->usage)
 		fputs(x->usage, stdout);
 	printf("  --rootfs DIR          the root filesystem\n"

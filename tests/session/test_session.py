@@ -133,6 +133,17 @@ def test_bad_input_one_line(session, kiwi):
     assert s.exec("true").returncode == 0
 
 
+@pytest.mark.parametrize("verb", ["create", "exec", "cp", "snapshot", "list", "destroy"])
+def test_every_verb_answers_help(kiwi, verb):
+    """What the usage errors point to (`see kiwi-run session VERB --help`)
+    must exist: usage on stdout, exit 0, nothing on stderr."""
+    r = subprocess.run(kiwi.raw_argv(["session", verb, "--help"]), capture_output=True, text=True,
+                       env=kiwi.env(), timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == "", explain(r)
+    assert r.stdout.startswith("usage: kiwi-run session " + verb) or \
+        f"kiwi-run session {verb}" in r.stdout.split("\n\n")[0], explain(r)
+
+
 def test_another_user_cannot_reach_the_session(session, kiwi):
     s = session()
     base = [kiwi.binary]
