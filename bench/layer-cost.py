@@ -24,7 +24,7 @@ one run, interleaved.
 
 Usage (root, from the tree, after `ninja -C build`):
   bench/layer-cost.py --old OLD_KIWI_RUN [--new build/src/kiwi-run]
-                      [--rootfs R] [--starts 200] [--writes 7]
+                      [--rootfs R] [--starts 200] [--writes 7 (0: starts only)]
   bench/layer-cost.py --idmap-only [--new build/src/kiwi-run] [--starts 200]
 OLD_KIWI_RUN: e.g. a build of the commit before the layer:
   git worktree add /var/tmp/kiwi-old a28781b~1 && (cd /var/tmp/kiwi-old &&
@@ -138,10 +138,11 @@ def main():
            "loop backend + layered workspace", loops, None)
     report("start /bin/true", "--host-root-map (map 0 0 1)", hrms,
            "kiwi's range, idmapped rootfs + workspace", idms, 1.15)
-    report("50,000 files", "plain directory (bind in place)", old_w,
-           "bounded layered workspace, landed", new_w, 1.3)
-    report("50,000 files", "plain directory (bind in place)", old_w,
-           "loop backend, landed", loop_w, None)
+    if old_w:  # --writes 0: the starts alone
+        report("50,000 files", "plain directory (bind in place)", old_w,
+               "bounded layered workspace, landed", new_w, 1.3)
+        report("50,000 files", "plain directory (bind in place)", old_w,
+               "loop backend, landed", loop_w, None)
     shutil.rmtree(scratch, ignore_errors=True)
 
 

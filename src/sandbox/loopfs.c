@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -71,11 +72,18 @@ static void set_param(struct ext2_super_block *p, uint64_t size)
 	 * and without checksums or lazily zeroed tables: the sparse file
 	 * reads as zeros, so the tables are valid unwritten, and nothing is
 	 * left for the kernel's lazy-init thread to fill the file with. */
+	/* Every group's bitmaps and inode table packed together at the
+	 * start (flex_bg), and no backup superblocks (sparse_super2 with
+	 * none): the image holds a few runs of blocks instead of one per
+	 * group, and the host frees each run with one discard. */
+	ext2fs_set_feature_flex_bg(p);
+	p->s_log_groups_per_flex = 4;
+	ext2fs_set_feature_sparse_super2(p);
+	p->s_backup_bgs[0] = p->s_backup_bgs[1] = 0;
 	ext2fs_set_feature_xattr(p);
 	ext2fs_set_feature_dir_index(p);
 	ext2fs_set_feature_filetype(p);
 	ext2fs_set_feature_extents(p);
-	ext2fs_set_feature_sparse_super(p);
 	ext2fs_set_feature_large_file(p);
 	ext2fs_set_feature_huge_file(p);
 	ext2fs_set_feature_dir_nlink(p);
@@ -130,6 +138,44 @@ static int format(int fd, uint64_t size, kiwi_err *err)
 	return e ? format_failed(err, e, "write") : 0;
 }
 
+/* The blocks of mem's data, written at the same offsets in out. */
+static int copy_data(int mem, int out, kiwi_err *err)
+{
+	char buf[1 << 16];
+	off_t at = 0;
+	while ((at = lseek(mem, at, SEEK_DATA)) >= 0) {
+		off_t end = lseek(mem, at, SEEK_HOLE);
+		if (end < 0)
+			break;
+		while (at < end) {
+			size_t want = (size_t)(end - at) < sizeof(buf) ? (size_t)(end - at) : sizeof(buf);
+			ssize_t n = pread(mem, buf, want, at);
+			if (n <= 0 || pwrite(out, buf, (size_t)n, at) != n)
+				return kiwi_error(err, n < 0 ? errno : EIO, STEP, "cannot write the image");
+			at += n;
+		}
+	}
+	if (errno != ENXIO)  /* ENXIO: no data past at */
+		return kiwi_error(err, errno, STEP, "cannot read the formatted image");
+	return 0;
+}
+
+/* Formatted in memory, then written through the loop device: libext2fs
+ * fsyncs what it opens (on the host's filesystem a journal commit and a
+ * disk flush), and the loop device would write back whatever the file
+ * held when attached. Through the device, the blocks go into the image's
+ * page cache only: an image freed before the host writes it back costs
+ * the host's disk nothing (not even the discards of a `discard` mount). */
+static int format_image(int loop, uint64_t size, kiwi_err *err)
+{
+	_cleanup_close_ int mem = memfd_create("kiwi-layer", MFD_CLOEXEC);
+	if (mem < 0 || ftruncate(mem, (off_t)size) < 0)
+		return kiwi_error(err, errno, STEP, "cannot make the image in memory");
+	if (format(mem, size, err) < 0)
+		return -1;
+	return copy_data(mem, loop, err);
+}
+
 /* A free loop device configured over the image in one call; a device
  * another process takes between GET_FREE and CONFIGURE is EBUSY: the
  * next free one is tried. Returns the device's fd, its number in *nr. */
@@ -168,13 +214,13 @@ int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiw
 	if (size < KIWI_LOOPFS_MIN_SIZE)
 		return kiwi_error(err, EINVAL, STEP, "a loop-backed layer needs --disk of at least 1M");
 	_cleanup_close_ int image = make_image(dir, size, err);
-	if (image < 0 || format(image, size, err) < 0)
+	if (image < 0)
 		return -1;
 	int nr = -1;
 	/* Held open until the filesystem holds the device: with autoclear,
 	 * the last close of an unmounted device clears it. */
 	_cleanup_close_ int loop = attach_loop(image, &nr, err);
-	if (loop < 0)
+	if (loop < 0 || format_image(loop, size, err) < 0)
 		return -1;
 	char dev[32];
 	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
