@@ -425,7 +425,7 @@ static void check_layer_tmpfs(struct kiwi_check_result *r)
 	set(r, KIWI_CHECK_WARN, "offered (memory-backed, the default, %llu MiB unless --disk, bounded by --disk "
 	    "only: no cgroup v2 memory controller to charge it to)", KIWI_FSLAYER_DEFAULT_SIZE >> 20);
 	set_fix(r, "see cgroup.mode: with cgroup v2's memory controller, --memory bounds the layer too; or "
-		"--disk-backend loop (layer.loop), which takes no memory");
+		"--disk-backend loop (layer.loop), on disk");
 }
 
 /* A real trial, as a sandbox would: a 1 MiB image made, attached,
