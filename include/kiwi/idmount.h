@@ -53,6 +53,14 @@ struct kiwi_idmounts {
  * filesystem that cannot be idmapped is EOPNOTSUPP, in one line naming it
  * and --host-root-map. */
 int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmounts *out, kiwi_err *err);
+/* The pipes among fds (the command's stdout and stderr, which
+ * /dev/stdout reopens through /proc) given to the host ids uid and gid:
+ * the sandbox's root's. Anything else is left alone. */
+int kiwi_idmount_give_pipes(const int *fds, size_t n, uint32_t uid, uint32_t gid, kiwi_err *err);
+/* The host ids of pid's user namespace's root (uid_map and gid_map's
+ * inside 0); -1 when it maps none, or pid is gone. */
+int kiwi_idmount_root_of(pid_t pid, uint32_t *uid, uint32_t *gid);
+
 /* Closes the trees. */
 void kiwi_idmounts_close(struct kiwi_idmounts *t);
 /* The same, and reaps the holders (once pid 1 holds its copies). */

@@ -186,6 +186,42 @@ int kiwi_idmounts_make(const struct kiwi_sandbox_config *cfg, struct kiwi_idmoun
 	return r;
 }
 
+int kiwi_idmount_give_pipes(const int *fds, size_t n, uint32_t uid, uint32_t gid, kiwi_err *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		if (fds[i] < 0 || fstat(fds[i], &st) < 0 || !S_ISFIFO(st.st_mode))
+			continue;
+		if (fchown(fds[i], uid, gid) < 0)
+			return kiwi_error(err, errno, STEP, "cannot give the output pipes to the sandbox's root");
+	}
+	return 0;
+}
+
+/* The outside id of inside 0 in /proc/PID/NAME. */
+static int outside_of_0(pid_t pid, const char *name, uint32_t *out)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	unsigned in, outside, count;
+	int r = -1;
+	while (r < 0 && fscanf(f, "%u %u %u", &in, &outside, &count) == 3)
+		if (in == 0) {
+			*out = outside;
+			r = 0;
+		}
+	fclose(f);
+	return r;
+}
+
+int kiwi_idmount_root_of(pid_t pid, uint32_t *uid, uint32_t *gid)
+{
+	return outside_of_0(pid, "uid_map", uid) < 0 || outside_of_0(pid, "gid_map", gid) < 0 ? -1 : 0;
+}
+
 void kiwi_idmounts_close(struct kiwi_idmounts *t)
 {
 	if (t->rootfs_dir >= 0)

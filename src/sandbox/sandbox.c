@@ -817,9 +817,9 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		/* The command's stdout and stderr pipes are root's inside, as
 		 * the caller's are rootless: /dev/stdout reopens them. */
 		const int pipes[] = { f->out.write_fd, f->errout.write_fd };
-		for (size_t i = 0; i < KIWI_ARRAY_SIZE(pipes); i++)
-			if (pipes[i] >= 0 && fchown(pipes[i], cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside) < 0)
-				return kiwi_error(f->err, errno, "idmap", "cannot give the output pipes to the sandbox's root");
+		if (kiwi_idmount_give_pipes(pipes, KIWI_ARRAY_SIZE(pipes), cfg->idmap->uid[0].outside,
+					    cfg->idmap->gid[0].outside, f->err) < 0)
+			return -1;
 		KIWI_DEBUG(cfg->debug, "run", t, "idmap", "%zu bind(s) idmapped onto %u:%u", trees.n,
 			   cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside);
 		t = KIWI_DEBUG_NOW(cfg->debug);

@@ -6,6 +6,7 @@
 #include "kiwi/session.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/idmount.h"
 #include "kiwi/keeper.h"
 #include "kiwi/net_audit.h"
 #include "kiwi/output.h"
@@ -264,6 +265,12 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 		.fds = { x->tty || isatty(STDIN_FILENO) ? -1 : STDIN_FILENO, c->out.write_fd, c->errout.write_fd },
 		.rows = ws.ws_row, .cols = ws.ws_col,
 	};
+	/* A root session on kiwi's range (kiwi/idmount.h): its root gets our
+	 * pipes, which /dev/stdout reopens, as a run's does. */
+	uint32_t uid, gid;
+	if (geteuid() == 0 && kiwi_idmount_root_of(e->pid, &uid, &gid) == 0 && uid != 0 &&
+	    kiwi_idmount_give_pipes(&r.fds[1], 2, uid, gid, c->err) < 0)
+		return -1;
 	if (kiwi_exec_send_request(c->conn, &r, c->err) < 0)
 		return -1;
 	kiwi_closep(&c->out.write_fd);

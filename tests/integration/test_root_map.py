@@ -158,3 +158,23 @@ def test_without_a_kiwi_range_root_is_refused_in_one_line(root_kiwi):
 def test_host_root_map_excludes_a_map(kiwi):
     assert_failed_cleanly(kiwi.leftovers(run_args(kiwi, opts=["--host-root-map", "--uidmap", "0:100000:65536"])),
                           mentions="exclude each other")
+
+
+@pytest.mark.parametrize("how", ["run", "session"])
+def test_dev_stdout_reopens_as_root_inside(root_kiwi, how):
+    """The command's output pipes are kiwi-run's: given to the sandbox's
+    root, /dev/stdout and /dev/stderr (reopened through /proc) still
+    work, in a run and in a root session's exec."""
+    script = "echo out > /dev/stdout && echo err > /dev/stderr"
+    if how == "run":
+        r = root_kiwi.sh(script)
+    else:
+        c = root_kiwi.raw(["session", "create", "--rootfs", root_kiwi.rootfs], timeout=60)
+        assert c.returncode == 0, explain(c)
+        sid = c.stdout.strip()
+        try:
+            r = root_kiwi.raw(["session", "exec", sid, "--", "/bin/sh", "-c", script], timeout=60)
+        finally:
+            d = root_kiwi.raw(["session", "destroy", sid], timeout=60)
+        assert d.returncode == 0, explain(d)
+    assert r.returncode == 0 and r.stdout == "out\n" and r.stderr == "err\n", explain(r)
