@@ -148,19 +148,21 @@ static int listen_on(const char *path, kiwi_err *err)
  * reaps the rest first); a mount namespace that no longer exists has
  * nobody in it. Where a witness is missing (an older kernel) or the mount
  * namespace lives on, every process of the host is read instead, until
- * none is left or 2 s have passed. */
+ * none is left or 2 s have passed. A mount namespace that lives on while
+ * its users cannot be counted (a rootless caller cannot read pid 1's
+ * links) is -1: not clean. */
 static void count_leftovers(const struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
 			    struct kiwi_session_evidence *ev)
 {
 	for (int i = 0; i < 200; i++) {
 		int tasks = kiwi_session_pidns_tasks(h->procfs_fd);
-		bool mnt_gone = kiwi_mount_ns_exists(h->mntns_id) == 0;
+		int exists = kiwi_mount_ns_exists(h->mntns_id);
 		int pids = 0, mnts = 0;
-		if (tasks < 0 || !mnt_gone)
-			kiwi_session_ns_users(tasks < 0 ? pidns : 0, mnt_gone ? 0 : mntns, &pids, &mnts);
+		if (tasks < 0 || exists != 0)
+			kiwi_session_ns_users(tasks < 0 ? pidns : 0, exists != 0 ? mntns : 0, &pids, &mnts);
 		ev->processes_left = tasks >= 0 ? tasks : pids;
-		ev->mount_ns_users = mnts;
-		if (ev->processes_left <= 0 && ev->mount_ns_users <= 0)
+		ev->mount_ns_users = exists == 1 && !mntns ? -1 : mnts;
+		if (ev->processes_left <= 0 && ev->mount_ns_users == 0)
 			return;
 		usleep(10000);
 	}
