@@ -4,6 +4,7 @@
  * (the sandbox's end of the veth, from inside the namespaces we own). */
 #include "kiwi/cleanup.h"
 #include "kiwi/helper.h"
+#include "kiwi/fds.h"
 #include "kiwi/json.h"
 
 #include <arpa/inet.h>
@@ -148,19 +149,17 @@ static int wait_answer(int sock, kiwi_err *err)
 /* One answer into buf, and the fd it may bring into h->answer_fd. */
 static ssize_t recv_answer(struct kiwi_helper *h, char *buf)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl = { 0 };
-	struct iovec iov = { buf, KIWI_HELPER_MSG_MAX };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	ssize_t n = recvmsg(h->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-		if (h->answer_fd >= 0)
-			close(h->answer_fd);
-		memcpy(&h->answer_fd, CMSG_DATA(c), sizeof(int));
+	int fds[KIWI_MAX_PASSED_FDS];
+	size_t n_fds = 0;
+	ssize_t n = kiwi_recv_fds(h->sock, buf, KIWI_HELPER_MSG_MAX, MSG_DONTWAIT, fds, &n_fds);
+	for (size_t i = 0; i < n_fds; i++) {
+		if (i == 0 && n_fds == 1) {
+			if (h->answer_fd >= 0)
+				close(h->answer_fd);
+			h->answer_fd = fds[0];
+		} else {
+			close(fds[i]); /* an answer brings one fd or none */
+		}
 	}
 	return n;
 }
@@ -169,22 +168,9 @@ static ssize_t recv_answer(struct kiwi_helper *h, char *buf)
  * becomes err, in the helper's words. */
 kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl = { 0 };
-	struct iovec iov = { (void *)req, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		*c = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
 	/* A helper that refused to start has answered already and gone:
 	 * the send may fail, the answer is still there to read. */
-	sendmsg(h->sock, &mh, MSG_NOSIGNAL);
+	kiwi_send_fds(h->sock, req, len, &fd, fd >= 0);
 	if (wait_answer(h->sock, err) < 0)
 		return NULL;
 	_cleanup_free_ char *buf = malloc(KIWI_HELPER_MSG_MAX);

@@ -3,6 +3,7 @@
  * run it, answer; end when the caller's socket closes (kiwi-run exited or
  * was killed) or the sandbox's process ends, and remove what was made. */
 #include "serve.h"
+#include "kiwi/fds.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/json.h"
 
@@ -34,23 +35,8 @@ static void send_answer_fd(int sock, kiwi_json_writer *w, int fd)
 {
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
-	if (!text)
-		return;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl = { 0 };
-	struct iovec iov = { (void *)text, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		*c = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET,
-				       .cmsg_type = SCM_RIGHTS };
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	sendmsg(sock, &mh, MSG_NOSIGNAL);
+	if (text)
+		kiwi_send_fds(sock, text, len, &fd, fd >= 0);
 }
 
 static void send_answer(int sock, kiwi_json_writer *w)
