@@ -15,12 +15,16 @@ static inline void kiwi_freep(void *p)
 	free(*(void **)p);
 }
 
+/* Also called by hand on a struct's fd: -1 afterwards, so that the
+ * struct's own close does not close the number again (by then another
+ * open may have been given it). */
 static inline void kiwi_closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
 		close(*fd);
 		errno = saved;
+		*fd = -1;
 	}
 }
 
