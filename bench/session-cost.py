@@ -10,7 +10,13 @@ equivalent bundle (the same rootfs, read-only, /bin/true) in the same
 rounds.
 
     sudo bench/session-cost.py [--kiwi build/src/kiwi-run] [--rootfs DIR] [-n 200] [--idle 200]
-                               [--idle-runs 3] [--crun]
+                               [--idle-runs 3] [--crun [--crun-cgroups]]
+
+In the cgroup v2 VM lane (ratios only: the guest is emulated):
+
+    tests/vm/run.sh --timeout 900 -- sh -c 'mkdir /tmp/r && tar -C /tmp/r -xf ROOTFS.tar &&
+        python3 bench/session-cost.py --rootfs /tmp/r -n 20 --cycles 10 --idle 0 --crun --crun-cgroups'
+
 
 crun 1.8 refuses every container on a host whose cgroup v2 hierarchy is
 mounted beside v1 ("cgroups in hybrid mode not supported"), even with
@@ -100,10 +106,17 @@ def hide_cgroups():
         os._exit(121)
 
 
+CRUN_CGROUPS = False  # --crun-cgroups: a pure cgroup v2 host (the VM lane), crun's own cgroups
+
+
 def crun(*args):
     # No pipes: the container's process would hold them open past create.
-    return check(subprocess.run(["crun", "--cgroup-manager=disabled", *args], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=hide_cgroups))
+    if CRUN_CGROUPS:
+        argv, pre = ["crun", *args], None
+    else:
+        argv, pre = ["crun", "--cgroup-manager=disabled", *args], hide_cgroups
+    return check(subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, preexec_fn=pre))
 
 
 def crun_bundle(rootfs, args):
@@ -242,7 +255,11 @@ def main():
     ap.add_argument("--idle", type=int, default=200, help="idle sessions for the density figure")
     ap.add_argument("--idle-runs", type=int, default=3, help="rounds of the density figure")
     ap.add_argument("--crun", action="store_true", help="crun's create+start/exec/delete in the same rounds")
+    ap.add_argument("--crun-cgroups", action="store_true",
+                    help="on a pure cgroup v2 host (the VM lane): crun makes its cgroups, nothing hidden")
     a = ap.parse_args()
+    global CRUN_CGROUPS
+    CRUN_CGROUPS = a.crun_cgroups
     k = a.kiwi
     rootfs = a.rootfs
     if not rootfs:
