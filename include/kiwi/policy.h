@@ -62,6 +62,7 @@ struct kiwi_policy {
 	 * patterns (kiwi_policy_builtin_model_keys), which always apply. */
 	char **model_keys;
 	size_t n_model_keys;
+	bool allow_test_credentials;
 };
 
 /* Defaults: install on the network (public_internet), verify without,
@@ -86,7 +87,8 @@ bool kiwi_policy_is_model_key(const struct kiwi_policy *p, const char *name);
 /* May the caller's variable NAME cross into PHASE (--pass-env, pass_env)?
  * 0 yes; -1 with err (step "policy") saying exactly why not: install never
  * receives a caller's variable, whatever is asked; a deny_env match never
- * crosses; a model-provider key never crosses. */
+ * crosses; a model-provider key crosses only into verify and only with
+ * allow_test_credentials. */
 int kiwi_policy_check_env(const struct kiwi_policy *p, enum kiwi_phase phase, const char *name,
 			  kiwi_err *err);
 /* May a literal NAME=VALUE (--env, the policy's env) be set in PHASE? The

@@ -579,15 +579,12 @@ static int top_model_keys(struct ctx *c, const char *path, const kiwi_json *v, v
 	return top_names(c, path, v, NULL, NULL, true);
 }
 
-/* Removed, and refused by name rather than as an unknown key: it
- * admitted model keys into verify once, and a file that still says
- * true must learn that nothing opens them now. */
 static int top_allow_test_credentials(struct ctx *c, const char *path, const kiwi_json *v, void *t)
 {
-	(void)v, (void)t;
-	return fail(c, "`%s` was removed: it changes nothing (a model-provider key is refused in both phases "
-		       "whatever the policy says; a non-model test credential crosses into verify when named "
-		       "in verify.pass_env or verify.env): delete the key", path);
+	(void)t;
+	if (!kiwi_json_bool(v, &c->p->allow_test_credentials))
+		return fail_type(c, path, "true or false", v);
+	return 0;
 }
 
 static int top_version(struct ctx *c, const char *path, const kiwi_json *v, void *t)

@@ -139,15 +139,16 @@ static int check_credentials(const struct kiwi_policy *p, enum kiwi_phase phase,
 		return kiwi_error(err, 0, "policy", "`%s` is refused by the policy's deny_env (`%s`)", name, deny);
 	/* The model keys never cross, whatever the policy says: the code
 	 * under test is the model's, and a key it can read is a key it can
-	 * send. */
+	 * send. allow_test_credentials admits named non-model credentials
+	 * only. */
 	const char *key = model_key_match(p, name);
 	if (!key)
 		return 0;
 	(void)phase;
 	return kiwi_error(err, 0, "policy",
 			  "`%s` is a model-provider key (matches `%s`): refused even when named, in install "
-			  "and verify, whatever the policy says (a test of model calls needs a stub or a recorded "
-			  "answer)",
+			  "and verify, whatever the policy says (allow_test_credentials admits named non-model "
+			  "test credentials only; a test of model calls needs a stub or a recorded answer)",
 			  name, key);
 }
 

@@ -190,5 +190,7 @@ void kiwi_policy_write_json(const struct kiwi_policy *p, kiwi_json_writer *w)
 	for (size_t i = 0; i < p->n_model_keys; i++)
 		kiwi_jw_string(w, p->model_keys[i]);
 	kiwi_jw_close_array(w);
+	kiwi_jw_key(w, "allow_test_credentials");
+	kiwi_jw_bool(w, p->allow_test_credentials);
 	kiwi_jw_close_object(w);
 }

@@ -25,6 +25,7 @@ FULL = {
     "verify": {"network": "none", "pass_env": ["DATABASE_URL"], "limits": {"timeout": 90}},
     "deny_env": ["AWS_*"],
     "model_keys": ["MY_LLM_KEY"],
+    "allow_test_credentials": False,
 }
 
 
@@ -66,14 +67,7 @@ def test_prints_the_effective_policy(kiwi):
                              "pass_env": ["DATABASE_URL"], "caches": []}
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "MY_LLM_KEY"):
         assert key in eff["model_keys"], f"{key} missing from the effective model keys"
-    assert "allow_test_credentials" not in eff, "a removed key is not written"
-
-
-@pytest.mark.parametrize("value", [True, False])
-def test_allow_test_credentials_is_refused_as_removed(kiwi, value):
-    r = check(kiwi, policy_file(kiwi, {"version": 1, "allow_test_credentials": value}))
-    assert_refused(r, "`allow_test_credentials` was removed: it changes nothing",
-                   "model-provider key is refused in both phases", "verify.pass_env", "delete the key")
+    assert eff["allow_test_credentials"] is False
 
 
 def test_defaults_spelt_out(kiwi):

@@ -79,12 +79,12 @@ def test_a_long_name_cannot_hide_a_model_key(phase):
     assert r.returncode == 125, explain(r)
 
 
-def test_named_test_credentials_cross_a_model_key_never(phase, scratch):
-    """Named non-model test credentials cross into verify; a model-provider
-    key is refused in both phases whatever the policy says."""
+def test_test_credentials_opt_in_never_admits_a_model_key(phase, scratch):
+    """allow_test_credentials admits named non-model test credentials; a
+    model-provider key is refused in both phases whatever the policy says."""
     ws = phase.workspace()
     policy = phase.kiwi._fresh("policy") / "p.json"
-    policy.write_text(json.dumps({"version": 1}))
+    policy.write_text(json.dumps({"version": 1, "allow_test_credentials": True}))
     phase.kiwi.chown(policy.parent)
     env = {"OPENAI_API_KEY": "sk-test-only", "STRIPE_TEST_KEY": "sk_test_1"}
     r = phase("verify", ws, ("--policy", policy, "--pass-env", "OPENAI_API_KEY"),
@@ -99,16 +99,6 @@ def test_named_test_credentials_cross_a_model_key_never(phase, scratch):
     assert r.returncode == 0, explain(r)
     assert "STRIPE_TEST_KEY=sk_test_1" in r.stdout and "OPENAI_API_KEY" not in r.stdout
     assert r.verdict["credentials"] == ["STRIPE_TEST_KEY"]
-
-
-def test_the_removed_test_credentials_key_is_refused(phase):
-    ws = phase.workspace()
-    policy = phase.kiwi._fresh("policy") / "old.json"
-    policy.write_text(json.dumps({"version": 1, "allow_test_credentials": True}))
-    phase.kiwi.chown(policy.parent)
-    r = phase("verify", ws, ("--policy", policy), ["true"])
-    assert r.returncode == 125 and len(r.stderr.strip().splitlines()) == 1, explain(r)
-    assert "`allow_test_credentials` was removed" in r.stderr, r.stderr
 
 
 def test_unknown_policy_key_names_key_and_file(phase):

@@ -47,6 +47,7 @@ Test(policy, defaults)
 	cr_assert_eq(p.install.limits.memory_max, -1);
 	cr_assert_eq(p.verify.limits.pids_max, -1);
 	cr_assert_not(p.install.timeout_set);
+	cr_assert_not(p.allow_test_credentials);
 	cr_assert_eq(p.n_model_keys, 0, "the built-ins are not copied");
 	cr_assert_eq(kiwi_policy_phase(&p, KIWI_PHASE_INSTALL), &p.install);
 	cr_assert_eq(kiwi_policy_phase(&p, KIWI_PHASE_VERIFY), &p.verify);
@@ -83,7 +84,8 @@ Test(policy, every_key)
 		"   \"env\": {\"LANG\": \"C.UTF-8\"}, \"pass_env\": [\"DATABASE_URL\", \"REDIS_URL\"],"
 		"   \"caches\": [{\"dest\": \"/root/.cache/go\", \"host\": \"/srv/go\"}]},"
 		" \"deny_env\": [\"AWS_*\", \"GITHUB_TOKEN\"],"
-		" \"model_keys\": [\"MY_LLM_*\", \"openai_api_key\"]}";
+		" \"model_keys\": [\"MY_LLM_*\", \"openai_api_key\"],"
+		" \"allow_test_credentials\": true}";
 	_cleanup_policy_ struct kiwi_policy p;
 	kiwi_err e = { 0 };
 	cr_assert_eq(parse(text, &p, &e), 0, "%s", e.msg);
@@ -135,6 +137,7 @@ Test(policy, every_key)
 	cr_assert_str_eq(p.deny_env[0], "AWS_*");
 	cr_assert_eq(p.n_model_keys, 1, "a built-in given again is not listed twice");
 	cr_assert_str_eq(p.model_keys[0], "MY_LLM_*");
+	cr_assert(p.allow_test_credentials);
 }
 
 Test(policy, install_network_none)
@@ -329,42 +332,38 @@ Test(policy, env_and_cache_errors)
 	assert_refused("{\"version\":1,\"deny_env\":[\"\"]}", "`deny_env[0]`: `` is not a variable name or pattern");
 	assert_refused("{\"version\":1,\"model_keys\":[\"A B\"]}", "`model_keys[0]`: `A B` is not a variable name or pattern");
 	assert_refused("{\"version\":1,\"model_keys\":[{}]}", "`model_keys[0]`: expected a variable name or pattern, got object");
-	/* removed, whatever its value: it changes nothing */
 	assert_refused("{\"version\":1,\"allow_test_credentials\":\"yes\"}",
-		       "`allow_test_credentials` was removed: it changes nothing");
-	assert_refused("{\"version\":1,\"allow_test_credentials\":false}",
-		       "`allow_test_credentials` was removed: it changes nothing (a model-provider key is refused "
-		       "in both phases whatever the policy says; a non-model test credential crosses into verify "
-		       "when named in verify.pass_env or verify.env): delete the key");
+		       "`allow_test_credentials`: expected true or false, got string");
 	/* the file's credential rules, checked once everything is read */
 	assert_refused("{\"version\":1,\"verify\":{\"pass_env\":[\"ANTHROPIC_API_KEY\"]}}",
 		       "`verify.pass_env[0]`: `ANTHROPIC_API_KEY` is a model-provider key");
 	assert_refused("{\"version\":1,\"verify\":{\"pass_env\":[\"AWS_SECRET_ACCESS_KEY\"]},\"deny_env\":[\"AWS_*\"]}",
 		       "`verify.pass_env[0]`: `AWS_SECRET_ACCESS_KEY` is refused by the policy's deny_env (`AWS_*`)");
-	assert_refused("{\"version\":1,\"install\":{\"env\":{\"OPENAI_API_KEY\":\"sk\"}}}",
+	assert_refused("{\"version\":1,\"install\":{\"env\":{\"OPENAI_API_KEY\":\"sk\"}},\"allow_test_credentials\":true}",
 		       "`install.env.OPENAI_API_KEY`: `OPENAI_API_KEY` is a model-provider key (matches `OPENAI_API_KEY`): refused even when named");
 	assert_refused("{\"version\":1,\"verify\":{\"env\":{\"MY_LLM_KEY\":\"x\"}},\"model_keys\":[\"MY_LLM_*\"]}",
 		       "`verify.env.MY_LLM_KEY`: `MY_LLM_KEY` is a model-provider key (matches `MY_LLM_*`): refused even when named");
-	assert_refused("{\"version\":1,\"verify\":{\"env\":{\"TOKEN\":\"x\"}},\"deny_env\":[\"TOKEN\"]}",
+	assert_refused("{\"version\":1,\"verify\":{\"env\":{\"TOKEN\":\"x\"}},\"deny_env\":[\"TOKEN\"],\"allow_test_credentials\":true}",
 		       "`verify.env.TOKEN`: `TOKEN` is refused by the policy's deny_env (`TOKEN`)");
 }
 
-/* Named non-model credentials cross into verify; a model key never, in
- * either phase, from the file or from a flag */
+/* allow_test_credentials admits named non-model credentials; a model key
+ * never, in either phase, from the file or from a flag */
 Test(policy, test_credentials_never_model_keys)
 {
 	_cleanup_policy_ struct kiwi_policy p;
 	kiwi_err e = { 0 };
-	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"OPENAI_API_KEY\"]}}",
-			   &p, &e), -1, "a model key named in the file is refused");
+	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"OPENAI_API_KEY\"]},\"allow_test_credentials\":true}",
+			   &p, &e), -1, "a model key named in the file is refused even with the opt-in");
 	cr_assert(strstr(e.msg, "`OPENAI_API_KEY` is a model-provider key") != NULL, "%s", e.msg);
 	cr_assert(strstr(e.msg, "whatever the policy says") != NULL, "%s", e.msg);
 	kiwi_policy_clear(&p);
-	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"STRIPE_TEST_KEY\"],\"env\":{\"DB_PASSWORD\":\"t\"}}}",
-			   &p, &e), 0, "%s", e.msg);
+	cr_assert_eq(parse("{\"version\":1,\"verify\":{\"pass_env\":[\"STRIPE_TEST_KEY\"],\"env\":{\"DB_PASSWORD\":\"t\"}},"
+			   "\"allow_test_credentials\":true}", &p, &e), 0, "%s", e.msg);
 	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "STRIPE_TEST_KEY", &e), 0, "%s", e.msg);
 	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), -1);
-	cr_assert(strstr(e.msg, "a test of model calls needs a stub or a recorded answer") != NULL, "%s", e.msg);
+	cr_assert(strstr(e.msg, "allow_test_credentials admits named non-model test credentials only") != NULL,
+		  "%s", e.msg);
 	cr_assert_eq(kiwi_policy_check_literal(&p, KIWI_PHASE_VERIFY, "ANTHROPIC_API_KEY", &e), -1);
 	cr_assert_eq(kiwi_policy_check_env(&p, KIWI_PHASE_INSTALL, "ANTHROPIC_API_KEY", &e), -1);
 	cr_assert(strstr(e.msg, "it is also a model-provider key, matching `ANTHROPIC_API_KEY`") != NULL, "%s", e.msg);
@@ -481,7 +480,7 @@ Test(policy, written_back)
 		"\"allow_port\":[443]},\"limits\":{\"memory\":\"1.5G\",\"cpus\":\"0.125\",\"timeout\":\"1500ms\","
 		"\"pids\":\"max\",\"io_max\":\"8:0 rbps=max\"},\"env\":{\"CI\":\"1\"}},"
 		"\"verify\":{\"pass_env\":[\"DB\"],\"limits\":{\"timeout\":\"2h\",\"output_limit\":0}},"
-		"\"deny_env\":[\"X_*\"],\"model_keys\":[\"LLM_*\"]}";
+		"\"deny_env\":[\"X_*\"],\"model_keys\":[\"LLM_*\"],\"allow_test_credentials\":true}";
 	_cleanup_policy_ struct kiwi_policy a;
 	_cleanup_policy_ struct kiwi_policy b;
 	kiwi_err e = { 0 };
@@ -534,7 +533,7 @@ Test(policy, default_written_out)
 	const char *out = kiwi_jw_text(w, NULL);
 	cr_assert(strstr(out, "\"install\":{\"network\":\"egress\",\"egress\":{\"mode\":\"public_internet\"") != NULL, "%s", out);
 	cr_assert(strstr(out, "\"verify\":{\"network\":\"none\",\"limits\"") != NULL, "%s", out);
-	cr_assert(strstr(out, "allow_test_credentials") == NULL, "a removed key is not written: %s", out);
+	cr_assert(strstr(out, "\"allow_test_credentials\":false}") != NULL, "%s", out);
 }
 
 /* ---- the file ---- */
@@ -605,7 +604,7 @@ Test(policy_file, refuses_what_others_can_write, .init = make_dir, .fini = remov
 Test(policy_file, checks_the_target_of_a_link, .init = make_dir, .fini = remove_dir)
 {
 	/* the link's own owner and mode mean nothing: the file read is checked */
-	const char *target = write_file("g.json", "{\"version\":1,\"deny_env\":[\"G_*\"]}", 0666);
+	const char *target = write_file("g.json", "{\"version\":1,\"allow_test_credentials\":true}", 0666);
 	char link[300];
 	snprintf(link, sizeof(link), "%s/link.json", dir);
 	cr_assert_eq(symlink(target, link), 0);
@@ -615,7 +614,7 @@ Test(policy_file, checks_the_target_of_a_link, .init = make_dir, .fini = remove_
 	cr_assert(strstr(e.msg, "writable by group or others (mode 0666)") != NULL, "%s", e.msg);
 	cr_assert_eq(chmod(target, 0644), 0);
 	cr_assert_eq(kiwi_policy_load(link, &p, &e), 0, "%s", e.msg);
-	cr_assert_eq(p.n_deny_env, 1);
+	cr_assert(p.allow_test_credentials);
 	kiwi_policy_clear(&p);
 }
 
