@@ -454,7 +454,9 @@ static void check_layer_quota(struct kiwi_check_result *r)
 	const char *dir = "/var/lib";
 	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct if_dqinfo info;
-	int e = fd < 0 ? errno : syscall(SYS_quotactl_fd, fd, QCMD(Q_GETINFO, PRJQUOTA), 0, &info) < 0 ? errno : 0;
+	/* QCMD shifts Q_GETINFO (0x800005) left in an int: undefined. */
+	int cmd = (int)(((unsigned)Q_GETINFO << SUBCMDSHIFT) | (PRJQUOTA & SUBCMDMASK));
+	int e = fd < 0 ? errno : syscall(SYS_quotactl_fd, fd, cmd, 0, &info) < 0 ? errno : 0;
 	/* ESRCH: the filesystem has no project quotas on. */
 	if (e && e != ESRCH)
 		set(r, KIWI_CHECK_WARN, "not offered by this kiwi-run; whether the filesystem of %s has project "
