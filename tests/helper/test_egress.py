@@ -469,8 +469,12 @@ def test_quota_holds_over_sessions_killed_at_random_points(in_world, users, worl
             check()
     for c in live:
         end(c)
-    for _ in range(1200):   # namespaces die asynchronously; 60 s at most
-        check()
+    # Namespaces die asynchronously; 60 s at most. The invariant is held
+    # at every step above, while sessions are made; here only the end
+    # counts: once (ASan lane, CI) a dying veth was still listed after its
+    # slot was free, (1, 0), and was gone a moment later (kiwi-helper(8)
+    # BUGS).
+    for _ in range(1200):
         if leftovers(world.host) == ([], []) and not quota_held("veths", uid):
             break
         time.sleep(0.05)
