@@ -83,6 +83,7 @@ def main():
     rootfs = a.rootfs or next(p for p in sorted(Path("/var/tmp/kiwi-test-rootfs").iterdir()) if p.is_dir())
     work = Path(tempfile.mkdtemp(prefix="snapbench-", dir="/var/tmp"))
     shm = Path(tempfile.mkdtemp(prefix="snapbench-", dir="/dev/shm"))
+    work.chmod(0o755)  # the restore reads the layout as the sandbox's root (kiwi's range for root)
     try:
         tree = work / "tree"
         tree.mkdir()
