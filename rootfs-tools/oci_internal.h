@@ -43,6 +43,10 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
 			 char *diff_id, kiwi_err *err);
 void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d);
+/* A config's "rootfs" (the base's diff_ids, then diff_id) and "history"
+ * (the base's entries, then one of created_by); base NULL: none. */
+void kiwi_oci_emit_layers(kiwi_json_writer *w, const struct kiwi_image *base, const kiwi_json *base_history,
+			  const char *diff_id, const char *created, const char *created_by);
 const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c);
 /* Stores the writer's text as a blob. */
 int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err);

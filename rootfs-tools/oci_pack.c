@@ -481,6 +481,33 @@ void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const
 	kiwi_jw_int(w, d->size);
 }
 
+void kiwi_oci_emit_layers(kiwi_json_writer *w, const struct kiwi_image *base, const kiwi_json *base_history,
+			  const char *diff_id, const char *created, const char *created_by)
+{
+	kiwi_jw_key(w, "rootfs");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "type");
+	kiwi_jw_string(w, "layers");
+	kiwi_jw_key(w, "diff_ids");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; base && i < base->n_layers; i++)
+		kiwi_jw_string(w, base->diff_ids[i]);
+	kiwi_jw_string(w, diff_id);
+	kiwi_jw_close_array(w);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "history");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; kiwi_json_type_of(base_history) == KIWI_JSON_ARRAY && i < kiwi_json_len(base_history); i++)
+		kiwi_jw_value(w, kiwi_json_at(base_history, i));
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "created");
+	kiwi_jw_string(w, created);
+	kiwi_jw_key(w, "created_by");
+	kiwi_jw_string(w, created_by);
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_array(w);
+}
+
 static bool env_sets_path(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
@@ -519,24 +546,7 @@ static void emit_config(kiwi_json_writer *w, const struct kiwi_pack_opts *o, con
 		kiwi_jw_string(w, o->user);
 	}
 	kiwi_jw_close_object(w);
-	kiwi_jw_key(w, "rootfs");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "type");
-	kiwi_jw_string(w, "layers");
-	kiwi_jw_key(w, "diff_ids");
-	kiwi_jw_open_array(w);
-	kiwi_jw_string(w, diff_id);
-	kiwi_jw_close_array(w);
-	kiwi_jw_close_object(w);
-	kiwi_jw_key(w, "history");
-	kiwi_jw_open_array(w);
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "created");
-	kiwi_jw_string(w, created);
-	kiwi_jw_key(w, "created_by");
-	kiwi_jw_string(w, "kiwi-rootfs pack");
-	kiwi_jw_close_object(w);
-	kiwi_jw_close_array(w);
+	kiwi_oci_emit_layers(w, NULL, NULL, diff_id, created, "kiwi-rootfs pack");
 	kiwi_jw_close_object(w);
 }
 

@@ -62,16 +62,6 @@ static int copy_blob(int from, int to, const char *digest, kiwi_err *err)
 	return 0;
 }
 
-static void emit_history_entry(kiwi_json_writer *w, const char *created)
-{
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "created");
-	kiwi_jw_string(w, created);
-	kiwi_jw_key(w, "created_by");
-	kiwi_jw_string(w, "kiwi-run session snapshot");
-	kiwi_jw_close_object(w);
-}
-
 /* The base's config (everything it says, kept), its diff_ids and history
  * with the snapshot's appended; without a base, a config of the layer
  * alone. */
@@ -97,24 +87,7 @@ static void emit_config(kiwi_json_writer *w, const kiwi_json *base, const struct
 		kiwi_jw_open_object(w);
 		kiwi_jw_close_object(w);
 	}
-	kiwi_jw_key(w, "rootfs");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "type");
-	kiwi_jw_string(w, "layers");
-	kiwi_jw_key(w, "diff_ids");
-	kiwi_jw_open_array(w);
-	for (size_t i = 0; img && i < img->n_layers; i++)
-		kiwi_jw_string(w, img->diff_ids[i]);
-	kiwi_jw_string(w, diff_id);
-	kiwi_jw_close_array(w);
-	kiwi_jw_close_object(w);
-	kiwi_jw_key(w, "history");
-	kiwi_jw_open_array(w);
-	const kiwi_json *h = kiwi_json_get(base, "history");
-	for (size_t i = 0; i < kiwi_json_len(h) && kiwi_json_type_of(h) == KIWI_JSON_ARRAY; i++)
-		kiwi_jw_value(w, kiwi_json_at(h, i));
-	emit_history_entry(w, created);
-	kiwi_jw_close_array(w);
+	kiwi_oci_emit_layers(w, img, kiwi_json_get(base, "history"), diff_id, created, "kiwi-run session snapshot");
 	kiwi_jw_close_object(w);
 }
 
