@@ -46,8 +46,6 @@ int kiwi_userns_parse_user(const char *text, uint32_t *uid, uint32_t *gid, kiwi_
 /* Ids a default map holds: every id a tarball may name (65536). */
 #define KIWI_SUBID_COUNT 65536u
 
-/* A decimal id of exactly len bytes (at most 10 digits, <= 2^32-1). */
-bool kiwi_userns_parse_id(const char *s, size_t len, uint32_t *out);
 /* One "owner:start:count" line of /etc/subuid or /etc/subgid (len bytes,
  * no newline): *owner points into s. False for a malformed line, a start
  * of 0 or a range past 2^32-1, which shadow's tools skip too. Pure code:

@@ -21,15 +21,8 @@ static bool field(const char *p, const char *end, int n, const char **f, size_t 
 
 static bool uid_is(const char *f, size_t n, uint32_t uid)
 {
-	uint64_t v = 0;
-	if (!n || n > 10)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (f[i] < '0' || f[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(f[i] - '0');
-	}
-	return v == uid;
+	uint32_t v;
+	return kiwi_parse_id(f, n, &v) && v == uid;
 }
 
 bool kiwi_passwd_home(const char *text, size_t len, uint32_t uid, char *out, size_t out_len)

@@ -6,6 +6,7 @@
 #include "kiwi/json.h"
 #include "kiwi/units.h"
 #include "kiwi/userns.h"
+#include "kiwi/passwd.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -327,7 +328,7 @@ static bool subid_line(const char *s, size_t len, const struct kiwi_helper_calle
 	if (!kiwi_subid_line(s, len, &owner, &owner_len, &r->start, &r->count))
 		return false;
 	return (who->name && strlen(who->name) == owner_len && !memcmp(owner, who->name, owner_len)) ||
-	       (kiwi_userns_parse_id(owner, owner_len, &owner_id) && owner_id == who->uid);
+	       (kiwi_parse_id(owner, owner_len, &owner_id) && owner_id == who->uid);
 }
 
 void kiwi_subid_parse(const char *text, size_t len, const struct kiwi_helper_caller *who,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/userns.h"
+#include "kiwi/passwd.h"
 #include "kiwi/cleanup.h"
 
 #include <errno.h>
@@ -86,22 +87,6 @@ int kiwi_userns_parse_user(const char *text, uint32_t *uid, uint32_t *gid, kiwi_
 	return 0;
 }
 
-bool kiwi_userns_parse_id(const char *s, size_t len, uint32_t *out)
-{
-	uint64_t v = 0;
-	if (!len || len > 10)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > UINT32_MAX)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
 bool kiwi_subid_line(const char *s, size_t len, const char **owner, size_t *owner_len, uint32_t *start,
 		     uint32_t *count)
 {
@@ -113,8 +98,8 @@ bool kiwi_subid_line(const char *s, size_t len, const char **owner, size_t *owne
 		return false;
 	*owner = s;
 	*owner_len = (size_t)(c1 - s);
-	if (!kiwi_userns_parse_id(c1 + 1, (size_t)(c2 - c1 - 1), start) ||
-	    !kiwi_userns_parse_id(c2 + 1, len - (size_t)(c2 + 1 - s), count))
+	if (!kiwi_parse_id(c1 + 1, (size_t)(c2 - c1 - 1), start) ||
+	    !kiwi_parse_id(c2 + 1, len - (size_t)(c2 + 1 - s), count))
 		return false;
 	return *start > 0 && *count > 0 && (uint64_t)*start + *count <= UINT32_MAX;
 }
