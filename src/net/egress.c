@@ -800,18 +800,22 @@ int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, int *au
 		e->gate_ops->close(TAKE_PTR(e->gate));
 		e->gate_dns = e->gate_tcp = 0;
 	}
-	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, audit_fd, err) < 0)
+	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, audit_fd, err) < 0) {
+		/* Nothing is sealed: a later try starts afresh. */
+		kiwi_closep(audit_fd);
 		return -1;
+	}
 	if (e)
 		kiwi_egress_audit_read(e, NULL);
-	/* Ours (root): the host end went with its peer; the table too now.
-	 * kiwi-helper's keeper removes its own once the link is gone. */
-	if (e && e->table_made && kiwi_egress_delete_table(e->table, e->nft, err) < 0)
-		return -1;
-	if (e) {
+	/* The links are gone: the sandbox has no network now, whatever
+	 * follows. Ours (root): the host end went with its peer, and the
+	 * table goes now, or at the end with the rest when it will not
+	 * (a sealed session must not be sealed again). kiwi-helper's keeper
+	 * removes its own once the link is gone. */
+	if (e && e->table_made && kiwi_egress_delete_table(e->table, e->nft, NULL) == 0)
 		e->table_made = false;
+	if (e)
 		e->veth_made = false;
-	}
 	return 0;
 }
 
