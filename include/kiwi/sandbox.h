@@ -55,9 +55,11 @@ struct kiwi_session_hooks {
 	int destroy_fd;
 	/* Out, from pid 1 before ready (-1 and 0 until then): the sandbox's
 	 * procfs, the caller's to close, and its mount namespace's id (0:
-	 * this kernel gives none), the witnesses of a clean end. */
+	 * this kernel gives none) and nsfs inode, the witnesses of a clean
+	 * end. */
 	int procfs_fd;
 	uint64_t mntns_id;
+	uint64_t mntns_ino;
 };
 
 /* The supervisor's ops besides exec ('x'), snapshot ('s') and destroy

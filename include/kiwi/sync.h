@@ -48,6 +48,7 @@ struct kiwi_sync_msg {
 	uint32_t flags;           /* EXIT: KIWI_SYNC_DISK_FULL */
 	uint64_t disk_used_kib;   /* EXIT: the writable layer's peak use */
 	uint64_t ns_id;           /* WITNESS: the mount namespace's id, 0: unknown */
+	uint64_t ns_ino;          /* WITNESS: its nsfs inode, which every kernel gives */
 	kiwi_err err;             /* ERROR */
 };
 

@@ -149,19 +149,23 @@ static int listen_on(const char *path, kiwi_err *err)
  * nobody in it. Where a witness is missing (an older kernel) or the mount
  * namespace lives on, every process of the host is read instead, until
  * none is left or 2 s have passed. A mount namespace that lives on while
- * its users cannot be counted (a rootless caller cannot read pid 1's
- * links) is -1: not clean. */
+ * its users cannot be counted is -1: not clean. */
 static void count_leftovers(const struct kiwi_session_hooks *h, uint64_t pidns, uint64_t mntns,
 			    struct kiwi_session_evidence *ev)
 {
 	for (int i = 0; i < 200; i++) {
 		int tasks = kiwi_session_pidns_tasks(h->procfs_fd);
 		int exists = kiwi_mount_ns_exists(h->mntns_id);
+		/* No namespace id (before Linux 6.10) and pid 1's link unread
+		 * (rootless): pid 1's own word for it, and the scan counts the
+		 * processes we may look at, our own (which alone could join it,
+		 * root aside). Alive by id with no link to count by: -1. */
+		uint64_t look = mntns ? mntns : exists == -1 ? h->mntns_ino : 0;
 		int pids = 0, mnts = 0;
 		if (tasks < 0 || exists != 0)
-			kiwi_session_ns_users(tasks < 0 ? pidns : 0, exists != 0 ? mntns : 0, &pids, &mnts);
+			kiwi_session_ns_users(tasks < 0 ? pidns : 0, exists != 0 ? look : 0, &pids, &mnts);
 		ev->processes_left = tasks >= 0 ? tasks : pids;
-		ev->mount_ns_users = exists == 1 && !mntns ? -1 : mnts;
+		ev->mount_ns_users = exists != 0 && !look ? -1 : mnts;
 		if (ev->processes_left <= 0 && ev->mount_ns_users == 0)
 			return;
 		usleep(10000);
@@ -179,6 +183,7 @@ static void answer_destroy(struct run_session *s, struct kiwi_session_hooks *h, 
 	if (layered)
 		ev.workspace = run_rc < 0 ? "failed" : s->a.cfg.ws_mode == KIWI_WS_DISCARD ? "discarded" : "landed";
 	count_leftovers(h, pidns, mntns, &ev);
+	kiwi_closep(&h->procfs_fd);
 	ev.cgroup_removed = -1;
 	if (s->res.has_cgroup) {
 		char mount[4096], path[8192];
@@ -434,7 +439,7 @@ int session_refuse_create_flags(const char *cmd, int argc, char **argv)
 		"rootfs", "image", "image-cache", "hostname", "bind", "rw-root", "seccomp", "disk", "memory",
 		"memory-swap", "pids", "cpus", "io-weight", "io-max", "cgroup-parent", "landlock", "network",
 		"uidmap", "gidmap", "user", "host-root-map", "preserve-fd", "allow-cidr", "allow-host", "allow-port", "egress",
-		"dns", "egress-audit",
+		"dns", "egress-audit", "disk-backend", "disk-dir",
 	};
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		if (strncmp(argv[i], "--", 2))

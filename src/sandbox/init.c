@@ -27,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -526,10 +527,11 @@ static int build_filesystem(struct init_ctx *c, kiwi_err *err)
 	return 0;
 }
 
-/* The whole sandbox is without capabilities from the command's first
- * instruction on: pid 1 drops them before it forks the command. --user:
- * pid 1 takes on the command's ids first (after the process bound), with
- * the capabilities still held, which kiwi_caps_drop_all() then clears. */
+/* The whole sandbox is without capabilities (CAP_CHOWN aside, below)
+ * from the command's first instruction on: pid 1 drops them before it
+ * forks the command. --user: pid 1 takes on the command's ids first (after
+ * the process bound), with the capabilities still held, which
+ * kiwi_caps_drop_all_but() then clears. */
 static int drop_privileges(struct init_ctx *c, kiwi_err *err)
 {
 	const struct kiwi_sandbox_config *cfg = c->cfg;
@@ -545,7 +547,7 @@ static int drop_privileges(struct init_ctx *c, kiwi_err *err)
 	uint32_t keep = cfg->idmounts && cfg->uid == 0 ? 1u << CAP_CHOWN : 0;
 	if (kiwi_caps_drop_all_but(keep, err) < 0)
 		return -1;
-	note(c, "every capability dropped, no_new_privs");
+	note(c, keep ? "every capability dropped but CAP_CHOWN, no_new_privs" : "every capability dropped, no_new_privs");
 	return 0;
 }
 
@@ -589,6 +591,11 @@ static void send_witness(int sock)
 {
 	_cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct kiwi_sync_msg m = { .type = KIWI_SYNC_WITNESS, .ns_id = kiwi_mount_ns_id() };
+	/* Our own link, which a rootless supervisor cannot read (we are
+	 * not dumpable): without a namespace id, the scan needs it. */
+	struct stat st;
+	if (stat("/proc/self/ns/mnt", &st) == 0)
+		m.ns_ino = (uint64_t)st.st_ino;
 	if (proc >= 0)
 		kiwi_sync_send_fd(sock, &m, proc);
 }

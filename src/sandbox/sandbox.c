@@ -471,6 +471,7 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 	    !f->res->started) {
 		f->session->procfs_fd = TAKE_FD(fd);
 		f->session->mntns_id = m->ns_id;
+		f->session->mntns_ino = m->ns_ino;
 	}
 	if (fd >= 0)
 		close(fd);
