@@ -446,7 +446,7 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 	struct kiwi_session_tally_reply after;
 	if (marked && !before.sealed && res->started)
 		kiwi_session_tally(e, &before.mark, &after, &res->egress_tally, NULL, &ignored);
-	if (res->network == kinds[1] && res->started)
+	if (res->network == kinds[1] && audit >= 0 && res->started)
 		res->net_audit = kiwi_net_audit_drain(audit, &res->net_attempts, NULL) == 0;
 	kiwi_term_restore(&c.term);
 	sigprocmask(SIG_SETMASK, &old, NULL);
