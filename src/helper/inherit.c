@@ -238,6 +238,8 @@ int helper_leave_callers_cgroup(kiwi_err *err)
 		return kiwi_error(err, errno, STEP, "cannot make the helper's cgroup `%s/%s`", mount, HELPER_CGROUP);
 	}
 	_cleanup_close_ int procs = openat(root, HELPER_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (procs < 0 && errno == EROFS)
+		return 0;   /* made before the hierarchy went read-only: as above */
 	struct stat dir, file;
 	if (procs < 0 || fstat(procs, &file) < 0 || fstatat(root, HELPER_CGROUP, &dir, AT_SYMLINK_NOFOLLOW) < 0)
 		return kiwi_error(err, errno, STEP, "cannot open `%s/%s/cgroup.procs`", mount, HELPER_CGROUP);
