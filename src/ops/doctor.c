@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <shadow.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -625,7 +626,13 @@ int kiwi_doctor_fix(FILE *out, kiwi_err *err)
 {
 	if (geteuid() != 0)
 		return kiwi_error(err, EPERM, "doctor", "--fix writes /etc/subuid and /etc/subgid: run it as root");
-	return fix_one("/etc/subuid", out, err) < 0 || fix_one("/etc/subgid", out, err) < 0 ? -1 : 0;
+	/* The lock useradd and usermod take before they rewrite these files:
+	 * without it, one of them could drop our line or give our range away. */
+	if (lckpwdf() < 0)
+		return kiwi_error(err, errno, "doctor", "cannot take the lock of the password files (/etc/.pwd.lock)");
+	int r = fix_one("/etc/subuid", out, err) < 0 || fix_one("/etc/subgid", out, err) < 0 ? -1 : 0;
+	ulckpwdf();
+	return r;
 }
 
 /* ---- the table ------------------------------------------------------------ */
