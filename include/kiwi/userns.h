@@ -87,7 +87,7 @@ int kiwi_userns_write_maps(pid_t child, const struct kiwi_idmap *m, bool deny_se
  * namespace. Takes on uid and gid (mapped ids), with no supplementary
  * group when drop_groups is set (setgroups must be allowed then), and
  * keeps its capabilities (SECBIT_NO_SETUID_FIXUP) so that
- * kiwi_caps_drop_all() can still drop the bounding set afterwards. */
+ * kiwi_caps_drop_all_but() can still drop the bounding set afterwards. */
 int kiwi_userns_become(uid_t uid, gid_t gid, bool drop_groups, kiwi_err *err);
 
 #endif

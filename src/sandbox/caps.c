@@ -62,8 +62,3 @@ int kiwi_caps_drop_all_but(uint32_t keep, kiwi_err *err)
 		return kiwi_error(err, errno, "caps", "cannot set no_new_privs");
 	return 0;
 }
-
-int kiwi_caps_drop_all(kiwi_err *err)
-{
-	return kiwi_caps_drop_all_but(0, err);
-}

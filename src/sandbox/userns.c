@@ -193,7 +193,7 @@ int kiwi_userns_become(uid_t uid, gid_t gid, bool drop_groups, kiwi_err *err)
 {
 	/* Changing the uid away from 0 would clear the capabilities; pid 1
 	 * still needs CAP_SETPCAP to drop the bounding set, so it keeps them
-	 * until kiwi_caps_drop_all() clears them all itself. */
+	 * until kiwi_caps_drop_all_but() clears them all itself. */
 	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
 	if (bits < 0 || prctl(PR_SET_SECUREBITS, (unsigned long)bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
 		return kiwi_error(err, errno, "user", "cannot keep the capabilities across the id change");
