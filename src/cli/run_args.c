@@ -465,9 +465,10 @@ static int check_run_args(int argc, char **argv, struct run_args *a)
 					    "tables), got %llu bytes", (unsigned long long)a->cfg.disk_bytes);
 	complete_idmap(a);
 	/* The environment's ask, for a host whose filesystems cannot be
-	 * idmapped (a test VM's): explicit, as the flag is. */
+	 * idmapped (a test VM's): explicit, as the flag is, and yielding to
+	 * maps given on the command line (it is nobody's typed flag). */
 	const char *hrm = getenv("KIWI_HOST_ROOT_MAP");
-	if (hrm && !strcmp(hrm, "1"))
+	if (hrm && !strcmp(hrm, "1") && !a->cfg.idmap)
 		a->cfg.host_root_map = true;
 	if (a->cfg.host_root_map && a->cfg.idmap)
 		return kiwi_cli_usage_error(a->cmd, "--host-root-map and --uidmap/--gidmap exclude each other");
