@@ -85,6 +85,7 @@ def test_enospc_past_the_bound(kiwi, where):
                  opts=[*opts, *(["--rw-root"] if where == "rw-root" else [])], rootfs=rootfs)
     assert "No space left on device" in r.stderr and "dd=1" in r.stdout, explain(r)
     assert v["disk_full"] is True and v["disk_used_kib"] >= 2048, v
+    assert v["bounds"]["disk"] == "loop", v
 
 
 def test_within_the_bound_is_not_full(kiwi):
@@ -93,6 +94,7 @@ def test_within_the_bound_is_not_full(kiwi):
     r, v = run_v(kiwi, "dd if=/dev/zero of=/tmp/x bs=1M count=2 && sync", opts=opts)
     assert r.returncode == 0, explain(r)
     assert v["disk_full"] is False and 2048 <= v["disk_used_kib"] < 4096, v
+    assert v["bounds"]["disk"] == "loop", v
 
 
 def test_host_holds_at_most_the_bound(kiwi):
@@ -155,9 +157,10 @@ def test_changes_land_through_ext4(kiwi):
     root_only(kiwi)
     images, opts = loop_opts(kiwi)
     ws = workspace(kiwi)
-    r = kiwi.sh("cd /ws && rm old && rm -rf keep && mkdir keep && echo b > keep/b && echo n > new",
-                opts=[*opts, "--bind", f"{ws}:/ws:layer"])
+    r, v = run_v(kiwi, "cd /ws && rm old && rm -rf keep && mkdir keep && echo b > keep/b && echo n > new",
+                 opts=[*opts, "--bind", f"{ws}:/ws:layer"])
     assert r.returncode == 0, explain(r)
+    assert v["bounds"]["disk"] == "loop", v
     assert not (ws / "old").exists() and sorted(os.listdir(ws / "keep")) == ["b"]
     assert (ws / "new").read_text() == "n\n"
 

@@ -127,6 +127,8 @@ def test_bad_input_one_line(session, kiwi):
     one_error_line(s.raw("session", "exec", "0123456789ab", "--", "true"), "0123456789ab")
     one_error_line(s.raw("session", "exec", "not-hex", "--", "true"))
     one_error_line(s.exec("true", opts=["--memory", "1G"]), "--memory")
+    for flag, value in (("--disk-backend", "loop"), ("--disk-dir", "/var/tmp")):
+        one_error_line(s.exec("true", opts=[flag, value]), flag)
     one_error_line(s.raw("session", "exec", s.id, "--rootfs", kiwi.rootfs, "--", "true"))
     one_error_line(s.raw("session", "create", "--rootfs", kiwi.rootfs, "--", "true"), "session exec")
     one_error_line(s.raw("session", "create", "--rootfs", "/nonexistent"), "/nonexistent")
