@@ -33,6 +33,7 @@ ALLOWED = {
 # Headers with no .c of the same name under src/.
 HEADER_LAYER = {
     "cleanup.h": "base",
+    "openat2.h": "base",
     "sync.h": "sandbox",
     "helper.h": "helper",
     "oci_config.h": "oci",

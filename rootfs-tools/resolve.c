@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "resolve.h"
+#include "kiwi/openat2.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,7 +162,7 @@ int kiwi_resolve_in_root(int root_fd, const char *path, int flags)
 			.flags = (uint64_t)(flags | O_CLOEXEC),
 			.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 		};
-		int fd = (int)syscall(SYS_openat2, root_fd, path[0] ? path : ".", &how, sizeof(how));
+		int fd = kiwi_openat2(root_fd, path[0] ? path : ".", &how);
 		/* Container profiles that predate openat2 answer ENOSYS, or EPERM
 		 * for every syscall they do not know; the walk is as safe. */
 		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))

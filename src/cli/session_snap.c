@@ -6,12 +6,12 @@
 #include "cli.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/json.h"
+#include "kiwi/openat2.h"
 #include "image.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +69,7 @@ static int open_upper(int layer, const char *name, kiwi_err *err)
 	snprintf(path, sizeof(path), "%s/upper", name);
 	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-	int fd = (int)syscall(SYS_openat2, layer, path, &how, sizeof(how));
+	int fd = kiwi_openat2(layer, path, &how);
 	if (fd < 0)
 		return kiwi_error(err, errno, "snapshot", "cannot open `%s` of the session's layer", path);
 	return fd;

@@ -13,13 +13,13 @@
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
+#include "kiwi/openat2.h"
 #include "kiwi/seccomp.h"
 #include "kiwi/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,7 +186,7 @@ static int open_sub_cgroup(struct exec_ctx *c, kiwi_err *err)
 		return kiwi_error(err, EINVAL, "exec", "--cgroup `%s` is not a path below the container's cgroup", sub);
 	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV };
-	int fd = (int)syscall(SYS_openat2, c->cgroup, sub, &how, sizeof(how));
+	int fd = kiwi_openat2(c->cgroup, sub, &how);
 	if (fd < 0)
 		return kiwi_error(err, errno, "exec", "--cgroup `%s`: no such sub-cgroup of the container's", sub);
 	close(c->cgroup);

@@ -8,11 +8,11 @@
 #include "plan_int.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
+#include "kiwi/openat2.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +67,7 @@ static int open_beneath(int dirfd, const char *path, int flags)
 			.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
 			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 		};
-		int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		int fd = kiwi_openat2(dirfd, path, &how);
 		/* Older seccomp profiles answer EPERM for syscalls they do not
 		 * know; the walk is as safe, only slower. */
 		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))

@@ -8,6 +8,7 @@
 #include "init.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
+#include "kiwi/openat2.h"
 #include "kiwi/pty.h"
 #include "kiwi/sync.h"
 
@@ -22,7 +23,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <linux/openat2.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -258,7 +258,7 @@ static int open_inside(const char *path, int flags, mode_t mode)
 {
 	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY), .mode = mode,
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-	return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	return kiwi_openat2(AT_FDCWD, path, &how);
 }
 
 /* `session cp` into the session: a hidden file beside the target, renamed

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/landlock.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/openat2.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -67,7 +67,7 @@ static int allow(int ruleset, const char *path, uint64_t access, uint64_t handle
 		.flags = O_PATH | O_CLOEXEC,
 		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
-	_cleanup_close_ int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	_cleanup_close_ int fd = kiwi_openat2(AT_FDCWD, path, &how);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;

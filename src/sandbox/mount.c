@@ -3,11 +3,11 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/idmount.h"
+#include "kiwi/openat2.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -29,7 +29,7 @@ static int open_in_root(int rootfd, const char *path, unsigned flags, int oflags
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
 			   (flags & KIWI_ENSURE_FOLLOW ? 0 : RESOLVE_NO_SYMLINKS),
 	};
-	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	return kiwi_openat2(rootfd, path, &how);
 }
 
 static int resolve_error(const char *what, const char *path, kiwi_err *err)

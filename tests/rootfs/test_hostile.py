@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 
@@ -103,6 +104,34 @@ def test_symlink_escape_is_contained(run, host):
     assert (dest / "pwned2").read_text() == "y"
     assert (dest / canary.lstrip("/") / "pwned3").read_text() == "z"  # "/" is the image's root
     assert (dest / "pwned4").read_text() == "w"  # ".." stops at the image's root
+
+
+def test_dotdot_walk_holds_while_the_host_renames(run, host, tmp_path_factory):
+    """openat2 fails EAGAIN on a ".." walk whenever a rename or a mount
+    anywhere on the host raced it; that is a retry, not a refusal (CI saw
+    `up`: Resource temporarily unavailable next to parallel suites)."""
+    spin = tmp_path_factory.mktemp("renamer")
+    renamer = subprocess.Popen([sys.executable, "-c", RENAMER, str(spin)])
+    try:
+        for i in range(8):
+            shutil.rmtree(host / "dest", ignore_errors=True)
+            p, dest = unpack(run, host, [L(*[("symlink", f"up{n}", "../../..") for n in range(40)],
+                                           *[("file", f"up{n}/f", str(n)) for n in range(40)])])
+            assert p.returncode == 0, f"round {i}: {p.stderr}"
+            assert (dest / "f").read_text() == "39"
+    finally:
+        renamer.kill()
+        renamer.wait()
+
+
+RENAMER = """
+import os, sys
+a, b = os.path.join(sys.argv[1], "a"), os.path.join(sys.argv[1], "b")
+open(a, "w").close()
+while True:
+    os.rename(a, b)
+    os.rename(b, a)
+"""
 
 
 def test_symlink_planted_then_written_through_refused(run, host):
