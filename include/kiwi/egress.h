@@ -85,9 +85,6 @@ void kiwi_egress_config_init(struct kiwi_egress_config *c);
  * "egress-audit", "egress-pool". Errors name the flag and the value. */
 int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const char *value,
 			   kiwi_err *err);
-/* --dns names a resolver on loopback (host_allowlist only: its gate asks
- * the resolver from the host). */
-bool kiwi_egress_dns_on_loopback(const struct kiwi_egress_config *c);
 /* The checks that need every flag (host_allowlist without --allow-host...).
  * kiwi_egress_prepare() runs it too. */
 int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err);

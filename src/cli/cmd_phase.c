@@ -114,7 +114,7 @@ static int take_phase_option(void *ctx, struct run_args *a, int opt, const char 
 	case OPT_POLICY: return 0;  /* read before the flags: see find_policy */
 	case OPT_PASS_ENV:
 		return add_pass_env(p, value) < 0 ? kiwi_cli_usage_error(a->cmd, "out of memory") : 0;
-	case OPT_SESSION: return 0;  /* read before the flags: see find_flag */
+	case OPT_SESSION: return 0;  /* read before the flags: see run_args_find_flag */
 	case OPT_KEEP_BACKGROUND: p->keep_background = true; return 0;
 	case OPT_CACHE: {
 		if (p->session)
@@ -128,22 +128,6 @@ static int take_phase_option(void *ctx, struct run_args *a, int opt, const char 
 	default:
 		return kiwi_cli_usage_error(a->cmd, "unexpected option");
 	}
-}
-
-/* The policy comes first so that every flag can override it, and
- * --session decides which flags there are: found before getopt sees the
- * rest. */
-static const char *find_flag(int argc, char **argv, const char *flag)
-{
-	const char *value = NULL;
-	size_t len = strlen(flag);
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		if (!strcmp(argv[i], flag) && i + 1 < argc)
-			value = argv[++i];
-		else if (!strncmp(argv[i], flag, len) && argv[i][len] == '=')
-			value = argv[i] + len + 1;
-	}
-	return value;
 }
 
 /* A phase never runs without a bound on its processes: the policy's, or
@@ -166,6 +150,18 @@ static int apply_limits(struct run_args *a, const struct kiwi_phase_policy *pp)
 }
 
 /* The policy's half for this phase becomes run's defaults. */
+/* The phase's network, its flags first: the command line's come after
+ * and override them. path names the policy in errors when it is not the
+ * phase's own. */
+static int apply_network(struct run_args *a, const struct kiwi_phase_policy *pp, const char *path)
+{
+	a->network_egress = pp->network_egress;
+	for (size_t i = 0; i < pp->n_egress; i++)
+		if (kiwi_egress_config_add(&a->egress, pp->egress_keys[i], pp->egress_values[i], &a->err) < 0)
+			return path ? kiwi_error_wrap(&a->err, "policy `%s`", path) : kiwi_error_wrap(&a->err, "policy");
+	return 0;
+}
+
 static int apply_policy(struct phase *p, struct run_args *a)
 {
 	const struct kiwi_phase_policy *pp = kiwi_policy_phase(&p->policy, p->which);
@@ -176,13 +172,11 @@ static int apply_policy(struct phase *p, struct run_args *a)
 					&a->cfg.timeout_ns, &a->err) < 0)
 			return -1;
 	}
-	a->network_egress = pp->network_egress;
+	if (apply_network(a, pp, NULL) < 0)
+		return -1;
 	/* verify has no route out; the audit makes its attempts visible
 	 * (network_attempted), so "needs the network" is not a mystery. */
 	a->cfg.net_audit = p->which == KIWI_PHASE_VERIFY;
-	for (size_t i = 0; i < pp->n_egress; i++)
-		if (kiwi_egress_config_add(&a->egress, pp->egress_keys[i], pp->egress_values[i], &a->err) < 0)
-			return kiwi_error_wrap(&a->err, "policy");
 	/* Tools write their caches under HOME: a tmpfs, gone with the phase. */
 	if (run_args_add_env(a, "HOME=/tmp") < 0)
 		return -1;
@@ -235,12 +229,7 @@ int phase_policy_network(const char *path, struct run_args *a)
 	_cleanup_(kiwi_policy_clear) struct kiwi_policy policy;
 	if (kiwi_policy_load(path, &policy, &a->err) < 0)
 		return -1;
-	const struct kiwi_phase_policy *pp = kiwi_policy_phase(&policy, KIWI_PHASE_INSTALL);
-	a->network_egress = pp->network_egress;
-	for (size_t i = 0; i < pp->n_egress; i++)
-		if (kiwi_egress_config_add(&a->egress, pp->egress_keys[i], pp->egress_values[i], &a->err) < 0)
-			return kiwi_error_wrap(&a->err, "policy `%s`", path);
-	return 0;
+	return apply_network(a, kiwi_policy_phase(&policy, KIWI_PHASE_INSTALL), path);
 }
 
 /* What only the whole command line can tell, for a phase. */
@@ -439,7 +428,7 @@ static void phase_release(struct phase *p)
 static int parse_phase(struct phase *p, struct run_session *s, int argc, char **argv)
 {
 	struct run_args *a = &s->a;
-	const char *policy_path = find_flag(argc, argv, "--policy");
+	const char *policy_path = run_args_find_flag(argc, argv, "--policy");
 	if (policy_path ? kiwi_policy_load(policy_path, &p->policy, &a->err) < 0
 			: (kiwi_policy_init(&p->policy), 0)) {
 		kiwi_cli_print_error(&a->err);
@@ -529,7 +518,7 @@ int kiwi_cmd_phase(int argc, char **argv)
 	};
 	p.out_tail.buf = p.out_buf;
 	p.err_tail.buf = p.err_buf;
-	p.session = find_flag(argc - 1, argv + 1, "--session");
+	p.session = run_args_find_flag(argc - 1, argv + 1, "--session");
 	if (p.session && session_refuse_create_flags(s.a.cmd, argc - 1, argv + 1) != 0)
 		return KIWI_EXIT_FAILED;
 	s.a.no_rootfs = p.session != NULL;

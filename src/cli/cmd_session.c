@@ -314,13 +314,10 @@ static int session_create(int argc, char **argv)
 			    "`session exec` does; the options that apply to one command are exec's.\n\n",
 	};
 	run_args_defaults(&s.a);
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		const char *path = !strcmp(argv[i], "--policy") && i + 1 < argc ? argv[i + 1]
-				 : !strncmp(argv[i], "--policy=", 9) ? argv[i] + 9 : NULL;
-		if (path && phase_policy_network(path, &s.a) < 0) {
-			kiwi_cli_print_error(&s.a.err);
-			return KIWI_EXIT_FAILED;
-		}
+	const char *policy = run_args_find_flag(argc, argv, "--policy");
+	if (policy && phase_policy_network(policy, &s.a) < 0) {
+		kiwi_cli_print_error(&s.a.err);
+		return KIWI_EXIT_FAILED;
 	}
 	s.a.command_optional = true;
 	int r = run_args_parse(argc, argv, &s.a, &own);

@@ -66,6 +66,8 @@ void run_args_defaults(struct run_args *a);
  * or KIWI_EXIT_FAILED once the error is printed. */
 int run_args_parse(int argc, char **argv, struct run_args *a, const struct run_extra *x);
 void run_args_release(struct run_args *a);
+/* FLAG's value, read before run_args_parse (see run_args.c). */
+const char *run_args_find_flag(int argc, char **argv, const char *flag);
 int run_args_add_bind(struct run_args *a, const char *source, const char *dest, bool read_only);
 /* A bind written through the sandbox's layer (kiwi/fslayer.h). */
 int run_args_add_workspace(struct run_args *a, const char *source, const char *dest);

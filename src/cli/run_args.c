@@ -562,3 +562,20 @@ int run_args_parse(int argc, char **argv, struct run_args *a, const struct run_e
 	KIWI_DEBUG(a->cfg.debug, "run", a->debug.t0, "args", "kiwi-run %s, %d argument(s)", a->cmd, argc - 1);
 	return r;
 }
+
+/* The value of the last FLAG VALUE or FLAG=VALUE before "--", for the few
+ * flags read before getopt sees the rest: a policy file comes first so
+ * that every flag can override it, and `phase --session` decides which
+ * flags there are. */
+const char *run_args_find_flag(int argc, char **argv, const char *flag)
+{
+	const char *value = NULL;
+	size_t len = strlen(flag);
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strcmp(argv[i], flag) && i + 1 < argc)
+			value = argv[++i];
+		else if (!strncmp(argv[i], flag, len) && argv[i][len] == '=')
+			value = argv[i] + len + 1;
+	}
+	return value;
+}

@@ -458,6 +458,13 @@ static int add_list(struct kiwi_egress_config *c, const char *key, const char *v
 	return -1;
 }
 
+/* --dns names a resolver on loopback (host_allowlist only: its gate asks
+ * the resolver from the host). */
+static bool dns_on_loopback(const struct kiwi_egress_config *c)
+{
+	return (c->dns >> 24) == 127;
+}
+
 int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const char *value,
 			   kiwi_err *err)
 {
@@ -470,7 +477,7 @@ int kiwi_egress_config_add(struct kiwi_egress_config *c, const char *key, const 
 			return bad(err, key, value, strchr(value, ':') ? "the resolver must be an IPv4 address"
 								       : "expected the resolver's IPv4 address");
 		/* loopback: only host_allowlist takes it, see kiwi_egress_config_check() */
-		if (kiwi_egress_addr_class(c->dns) == KIWI_ADDR_NEVER && !kiwi_egress_dns_on_loopback(c))
+		if (kiwi_egress_addr_class(c->dns) == KIWI_ADDR_NEVER && !dns_on_loopback(c))
 			return bad(err, key, value,
 				   "this address is never a resolver (link-local, multicast or reserved): name a "
 				   "resolver on the network, or on loopback with --egress host_allowlist");
@@ -531,17 +538,12 @@ static int check_private(const struct kiwi_egress_config *c, kiwi_err *err)
 	return 0;
 }
 
-bool kiwi_egress_dns_on_loopback(const struct kiwi_egress_config *c)
-{
-	return (c->dns >> 24) == 127;
-}
-
 int kiwi_egress_config_check(const struct kiwi_egress_config *c, kiwi_err *err)
 {
 	char s[INET_ADDRSTRLEN];
 	/* The gate asks the upstream from the host; elsewhere the sandbox asks
 	 * it itself, and can never reach the host's loopback. */
-	if (kiwi_egress_dns_on_loopback(c) && c->kind != KIWI_EGRESS_HOST_ALLOWLIST)
+	if (dns_on_loopback(c) && c->kind != KIWI_EGRESS_HOST_ALLOWLIST)
 		return kiwi_error(err, 0, "egress", "--dns `%s` is on loopback, which the sandbox itself asks in "
 						    "%s and can never reach: only host_allowlist, whose resolver asks "
 						    "from the host, takes it",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/userns.h"
-#include "kiwi/passwd.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/passwd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,17 +19,8 @@
 /* One decimal u32 ending at a ':' or at the end; no sign, no blank. */
 static const char *parse_u32(const char *s, uint32_t *out)
 {
-	uint64_t v = 0;
-	const char *p = s;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (uint64_t)(*p - '0');
-		if (v > UINT32_MAX)
-			return NULL;
-	}
-	if (p == s || (*p && *p != ':'))
-		return NULL;
-	*out = (uint32_t)v;
-	return p;
+	size_t len = strcspn(s, ":");
+	return kiwi_parse_id(s, len, out) ? s + len : NULL;
 }
 
 static bool overlap(uint32_t a, uint32_t b, uint32_t count_a, uint32_t count_b)
