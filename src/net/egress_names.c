@@ -93,7 +93,7 @@ int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 	struct kiwi_proxy_config c = {
 		.gateway = e->block + 1,
 		.sandbox = e->block + 2,
-		.upstream = e->cfg.dns ? e->cfg.dns : kiwi_egress_upstream(&e->cfg),
+		.upstream = kiwi_egress_upstream(&e->cfg),
 		.ops = { name_allowed, forbidden, audit, g },
 	};
 	if (kiwi_proxy_open(&c, &g->proxy, err) < 0) {
