@@ -6,6 +6,7 @@
  * a failed create leaves nothing behind. Steps #1..#3 are mirrored in
  * init.c. */
 #include "oci_int.h"
+#include "kiwi/fds.h"
 #include "kiwi/sync.h"
 #include "kiwi/fileio.h"
 #include "kiwi/cgroup.h"
@@ -544,16 +545,11 @@ static int prepare(struct creation *c, kiwi_err *err)
  * it was ready). */
 static int receive_master(struct creation *c, kiwi_err *err)
 {
-	char name[64], control[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = name, .iov_len = sizeof(name) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-			      .msg_controllen = sizeof(control) };
-	if (recvmsg(c->console_local, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+	char name[64];
+	if (kiwi_recv_fd(c->console_local, name, sizeof(name), MSG_DONTWAIT, c->o->console_master) < 0)
 		return kiwi_error(err, errno, "console", "the init sent no pty");
-	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-	if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+	if (*c->o->console_master < 0)
 		return kiwi_error(err, EPROTO, "console", "the init sent no pty");
-	memcpy(c->o->console_master, CMSG_DATA(h), sizeof(int));
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  * exec.fifo. */
 #include "oci_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fds.h"
 #include "kiwi/fileio.h"
 #include "kiwi/passwd.h"
 
@@ -186,16 +187,7 @@ int kiwi_oci_find_program(const struct kiwi_oci_process *p, char *out, size_t le
 /* SCM_RIGHTS with the file's name as the payload, as runc sends it. */
 static int send_fd(int sock, int fd, const char *name, kiwi_err *err)
 {
-	char control[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = (void *)name, .iov_len = strlen(name) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-			      .msg_controllen = sizeof(control) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
+	if (kiwi_send_fd(sock, name, strlen(name), fd) < 0)
 		return kiwi_error(err, errno, "console", "cannot send the pty over the console socket");
 	return 0;
 }
