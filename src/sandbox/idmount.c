@@ -89,13 +89,20 @@ static int userns_of(const struct kiwi_idmap *m, struct kiwi_idmounts *t, kiwi_e
 	return fd;
 }
 
-/* A detached clone of path seen through the user namespace userns. */
-static int idmapped_tree(const char *path, int userns, bool recursive, const char *what, kiwi_err *err)
+/* A detached clone of path (of its whole tree when recursive). */
+static int clone_tree(const char *path, bool recursive, const char *step, const char *what, kiwi_err *err)
 {
-	unsigned rec = recursive ? AT_RECURSIVE : 0;
-	_cleanup_close_ int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec);
+	int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
 	if (tree < 0)
-		return kiwi_error(err, errno, STEP, "cannot use %s `%s`", what, path);
+		return kiwi_error(err, errno, step, "cannot use %s `%s`", what, path);
+	return tree;
+}
+
+/* The clone tree (taken) seen through the user namespace userns. */
+static int idmap_tree(int tree_fd, int userns, bool recursive, const char *what, const char *path, kiwi_err *err)
+{
+	_cleanup_close_ int tree = tree_fd;
+	unsigned rec = recursive ? AT_RECURSIVE : 0;
 	/* Private: a clone is a peer of its source, and a mount the sandbox
 	 * then made on it would propagate to the host's. */
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns,
@@ -121,7 +128,8 @@ int kiwi_idmount_rootfs(const char *rootfs, pid_t pid, int pidfd, kiwi_err *err)
 	/* Alive after the open: the pid was the sandbox's, not a reuse. */
 	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
 		return kiwi_error(err, errno, STEP, "the sandbox ended before its rootfs was idmapped");
-	return idmapped_tree(rootfs, ns, false, "rootfs", err);
+	int tree = clone_tree(rootfs, false, STEP, "rootfs", err);
+	return tree < 0 ? -1 : idmap_tree(tree, ns, false, "rootfs", rootfs, err);
 }
 
 /* User namespaces already made for a bind owner: most binds share one. */
@@ -155,11 +163,16 @@ static int make_binds(const struct kiwi_sandbox_config *cfg, struct kiwi_idmount
 {
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		const char *src = cfg->binds[i].source;
+		/* The owner of the tree cloned, not of whatever the path
+		 * named a moment before. */
+		_cleanup_close_ int tree = clone_tree(src, true, "bind", "bind source", err);
 		struct stat st;
-		if (stat(src, &st) < 0)
+		if (tree < 0)
+			return -1;
+		if (fstat(tree, &st) < 0)
 			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", src);
 		int ns = owner_userns(cfg->idmap, &st, cache, n_cache, out, err);
-		if (ns < 0 || (out->binds[i] = idmapped_tree(src, ns, true, "bind source", err)) < 0)
+		if (ns < 0 || (out->binds[i] = idmap_tree(TAKE_FD(tree), ns, true, "bind source", src, err)) < 0)
 			return -1;
 	}
 	return 0;
