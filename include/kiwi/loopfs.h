@@ -29,12 +29,14 @@
 /* A new filesystem of size bytes in an unnamed file of dir (NULL: the
  * default), mounted and detached, its root owned by uid:gid (the ids the
  * sandbox's setup runs as, seen from the host). Returns the mount's fd
- * (O_CLOEXEC, inherited across clone3). */
-int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiwi_err *err);
+ * (O_CLOEXEC, inherited across clone3); with image_out, the image file's
+ * fd goes there too (kiwi-helper frees its blocks at the end). */
+int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, int *image_out, kiwi_err *err);
 
 /* Once nothing will read the layer again: shuts the filesystem down
  * without flushing, so that its unmount writes nothing back to an image
- * that is about to be freed. Best effort. */
+ * that is about to be freed, and a write to it fails from then on (EIO).
+ * Needs CAP_SYS_ADMIN. Best effort; mfd < 0 is ignored. */
 void kiwi_loopfs_discard(int mfd);
 
 /* Whether this host offers the backend to this caller: 0, or -1 with

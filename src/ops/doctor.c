@@ -434,7 +434,7 @@ static void check_layer_tmpfs(struct kiwi_check_result *r)
 static void check_layer_loop(struct kiwi_check_result *r)
 {
 	kiwi_err err = { 0 };
-	int fd = kiwi_loopfs_offered(&err) < 0 ? -1 : kiwi_loopfs_create(NULL, KIWI_LOOPFS_MIN_SIZE, 0, 0, &err);
+	int fd = kiwi_loopfs_offered(&err) < 0 ? -1 : kiwi_loopfs_create(NULL, KIWI_LOOPFS_MIN_SIZE, 0, 0, NULL, &err);
 	if (fd < 0) {
 		set(r, KIWI_CHECK_WARN, "not offered to this caller: %s%s%s", err.msg,
 		    err.errnum && err.errnum != EPERM ? ": " : "", err.errnum && err.errnum != EPERM ?

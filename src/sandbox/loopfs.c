@@ -209,7 +209,7 @@ static int attach_loop(int image, int *nr, kiwi_err *err)
 	return kiwi_error(err, EBUSY, STEP, "every free loop device was taken before it could be attached");
 }
 
-int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiwi_err *err)
+int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, int *image_out, kiwi_err *err)
 {
 	if (size < KIWI_LOOPFS_MIN_SIZE)
 		return kiwi_error(err, EINVAL, STEP, "a loop-backed layer needs --disk of at least 1M");
@@ -234,6 +234,8 @@ int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiw
 	if (fchownat(mfd, "", uid, gid, AT_EMPTY_PATH) < 0)
 		return kiwi_error(err, errno, STEP, "cannot give the layer's root to %u:%u", (unsigned)uid,
 				  (unsigned)gid);
+	if (image_out)
+		*image_out = TAKE_FD(image);
 	return TAKE_FD(mfd);
 }
 
@@ -243,6 +245,8 @@ int kiwi_loopfs_create(const char *dir, uint64_t size, uid_t uid, gid_t gid, kiw
 
 void kiwi_loopfs_discard(int mfd)
 {
+	if (mfd < 0)
+		return;
 	_cleanup_close_ int fd = openat(mfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	uint32_t how = EXT4_GOING_FLAGS_NOLOGFLUSH;
 	if (fd >= 0)

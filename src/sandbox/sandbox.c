@@ -1064,7 +1064,7 @@ static int make_disk(struct kiwi_sandbox_config *own, kiwi_err *err)
 		gid = host_id(m->gid, m->n_gid, kiwi_idmap_maps(m->gid, m->n_gid, 0) ? 0 : own->gid, gid);
 	}
 	uint64_t size = own->disk_bytes ? own->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE;
-	own->disk_fd = kiwi_loopfs_create(own->disk_dir, size, uid, gid, err);
+	own->disk_fd = kiwi_loopfs_create(own->disk_dir, size, uid, gid, NULL, err);
 	if (own->disk_fd < 0)
 		return -1;
 	KIWI_DEBUG(own->debug, "run", t, "disk", "ext4 image of %llu bytes on a loop device (autoclear), "
