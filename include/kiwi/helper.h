@@ -46,6 +46,11 @@ enum kiwi_helper_op {
 	/* After clone: the sandbox's pid 1 (pidfd sent along) moved into it,
 	 * then the cgroup delegated to the caller. */
 	KIWI_HELPER_OP_CGROUP_ATTACH = 1 << 4,
+	/* After the maps are written (pidfd sent along): a new ext4
+	 * filesystem of "size" bytes, at most the rule's max_disk, on a
+	 * loop device over an unnamed image file of root's, idmapped to the
+	 * sandbox's user namespace; its detached mount rides back. */
+	KIWI_HELPER_OP_DISK = 1 << 5,
 };
 
 #define KIWI_HELPER_SUBTREE_MAX 256    /* cgroup_subtree and parent, bytes */
@@ -64,6 +69,7 @@ struct kiwi_helper_request {
 	/* CGROUP_PREPARE: what the caller asks for (-1 / 0: not asked). */
 	struct kiwi_cgroup_limits limits;
 	char parent[KIWI_HELPER_SUBTREE_MAX];  /* "": the subtree itself */
+	int64_t disk_size;                     /* DISK: bytes asked for */
 };
 
 /* Parses one request message. Unknown keys, a key that does not belong to
@@ -125,6 +131,9 @@ struct kiwi_helper_rule {
 	/* cgroup caps (-1: none): a limit the caller leaves out is set to
 	 * its cap. */
 	int64_t max_memory, max_memory_swap, max_pids, max_cpu_quota_us;
+	/* The disk operation's bound, bytes per sandbox (-1: none given,
+	 * and then the operation is refused). */
+	int64_t max_disk;
 	char cgroup_subtree[KIWI_HELPER_SUBTREE_MAX];  /* normalised, never "/" */
 	struct kiwi_helper_egress_rule egress;
 };
@@ -219,6 +228,11 @@ int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err);
  * with setgroups denied, once it found every extent allotted to the
  * caller. A refusal becomes err, in the helper's words. */
 int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap *m, kiwi_err *err);
+/* After the maps are written, while the sandbox waits at sync #1: the
+ * helper makes a loop-backed ext4 layer of size bytes for the sandbox
+ * (pidfd), idmapped to its user namespace, and sends its detached mount,
+ * which goes to *mfd (close-on-exec). */
+int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, kiwi_err *err);
 /* $KIWI_HELPER, else the path meson installs it at. kiwi-run is not
  * privileged, so the variable only chooses what the caller runs. */
 const char *kiwi_helper_path(void);

@@ -29,6 +29,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_PURGED,         /* init -> parent  done; value: how many were killed */
 	KIWI_SYNC_WITNESS,        /* init -> parent  a session, before #2: the sandbox's own
 	                           * procfs rides along, ns_id is its mount namespace's */
+	KIWI_SYNC_DISK_FD,        /* parent -> init  before #1: the disk layer kiwi-helper
+	                           * made rides along, to take the reserved disk_fd */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */

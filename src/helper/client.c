@@ -463,3 +463,17 @@ int kiwi_helper_cgroup_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err)
 	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, sizeof(req) - 1, pidfd, err);
 	return j ? 0 : -1;
 }
+
+int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, kiwi_err *err)
+{
+	char req[64];
+	int len = snprintf(req, sizeof(req), "{\"op\":\"disk\",\"size\":%llu}", (unsigned long long)size);
+	_cleanup_json_ kiwi_json *j = kiwi_helper_exchange(h, req, (size_t)len, pidfd, err);
+	if (!j)
+		return -1;
+	if (h->answer_fd < 0)
+		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to disk brought no mount");
+	*mfd = h->answer_fd;
+	h->answer_fd = -1;
+	return 0;
+}

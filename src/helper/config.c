@@ -28,8 +28,11 @@ static int parse_ops(const kiwi_json *v, unsigned *ops, kiwi_err *err)
 			*ops |= KIWI_HELPER_OP_EGRESS_PREPARE | KIWI_HELPER_OP_EGRESS_ATTACH;
 		else if (s && !strcmp(s, "cgroup"))
 			*ops |= KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH;
+		else if (s && !strcmp(s, "disk"))
+			*ops |= KIWI_HELPER_OP_DISK;
 		else
-			return kiwi_error(err, EINVAL, "config", "\"operations\" item %zu is not idmap, egress or cgroup", i);
+			return kiwi_error(err, EINVAL, "config",
+					  "\"operations\" item %zu is not idmap, egress, cgroup or disk", i);
 	}
 	return 0;
 }
@@ -225,6 +228,8 @@ static int parse_rule_key(struct kiwi_helper_rule *r, const char *key, const kiw
 		return parse_cap(v, key, &r->max_pids, err);
 	if (!strcmp(key, "max_cpus"))
 		return parse_cap(v, key, &r->max_cpu_quota_us, err);
+	if (!strcmp(key, "max_disk"))
+		return kiwi_helper_json_size(v, key, &r->max_disk, err);
 	if (!strcmp(key, "cgroup_subtree"))
 		return parse_subtree(v, r->cgroup_subtree, err);
 	if (!strcmp(key, "allow_cidr_within")) {
@@ -273,7 +278,7 @@ static int parse_rule(const kiwi_json *j, size_t index, const char *subtree, str
 		      kiwi_err *err)
 {
 	*r = (struct kiwi_helper_rule){ .index = index, .max_sandboxes = DEFAULT_MAX_SANDBOXES, .max_memory = -1,
-					.max_memory_swap = -1, .max_pids = -1, .max_cpu_quota_us = -1 };
+					.max_memory_swap = -1, .max_pids = -1, .max_cpu_quota_us = -1, .max_disk = -1 };
 	if (kiwi_json_type_of(j) != KIWI_JSON_OBJECT)
 		return kiwi_error(err, EINVAL, "config", "rule %zu is not an object", index);
 	if (!kiwi_json_get(j, "user") == !kiwi_json_get(j, "group"))
@@ -282,6 +287,8 @@ static int parse_rule(const kiwi_json *j, size_t index, const char *subtree, str
 		if (parse_rule_key(r, kiwi_json_key_at(j, i), kiwi_json_at(j, i), err) < 0)
 			return kiwi_error_wrap(err, "rule %zu", index);
 	r->max_veths = kiwi_json_get(j, "max_veths") ? r->max_veths : r->max_sandboxes;
+	if ((r->ops & KIWI_HELPER_OP_DISK) && r->max_disk < 0)
+		return kiwi_error(err, EINVAL, "config", "rule %zu allows disk without \"max_disk\"", index);
 	if (!r->cgroup_subtree[0])
 		snprintf(r->cgroup_subtree, sizeof(r->cgroup_subtree), "%s", subtree);
 	return 0;

@@ -50,6 +50,10 @@ int helper_caps_limit(uint64_t caps, kiwi_err *err);
  * nested) needs it: held until the cgroup is gone (this returns it).
  * CAP_SYS_NICE: moving the sandbox across cpusets (cgroup-attach). */
 uint64_t helper_caps_cgroup_held(void);
+/* CAP_SYS_ADMIN, which the disk operation raises only between
+ * helper_override_begin(caps) and _end(): to mount the image's ext4 and
+ * idmap it, and at the end to shut it down; held while the disk is. */
+uint64_t helper_caps_disk_held(void);
 int helper_override_begin(uint64_t caps, kiwi_err *err);
 void helper_override_end(void);
 /* euid 0 around the few steps that work in root's directories
@@ -80,6 +84,9 @@ bool helper_sandbox_alive(const struct helper_sandbox *sb);
 bool helper_sandbox_same(const struct helper_sandbox *a, const struct helper_sandbox *b);
 /* Its network namespace, checked to be owned by its user namespace. */
 int helper_sandbox_netns(const struct helper_sandbox *sb, kiwi_err *err);
+/* Its user namespace, checked to be the one it was bound with, the
+ * process still alive. */
+int helper_sandbox_userns(const struct helper_sandbox *sb, kiwi_err *err);
 void helper_sandbox_close(struct helper_sandbox *sb);
 
 /* ---- idmap.c ---- */

@@ -6,7 +6,7 @@
  *   caller's, saved 0), and only the capabilities
  *   the caller's allowed operations need (CAP_SETUID/CAP_SETGID for id
  *   maps, CAP_NET_ADMIN for the veth and the table, CAP_CHOWN to hand a
- *   cgroup over).
+ *   cgroup over, CAP_SYS_ADMIN to mount and idmap a disk layer).
  * Acting as the caller makes the kernel check every file and namespace
  * we touch against the caller's own rights, and makes us the owner of
  * the caller's user namespaces (which uid_map writes and veths into them
@@ -29,7 +29,7 @@ static gid_t caller_gid = (gid_t)-1;
 static uint64_t held;                  /* the permitted set now */
 
 /* Held but never effective outside helper_override_begin/end. */
-#define RAISED_ONLY (BIT(CAP_DAC_OVERRIDE) | BIT(CAP_SYS_NICE))
+#define RAISED_ONLY (BIT(CAP_DAC_OVERRIDE) | BIT(CAP_SYS_NICE) | BIT(CAP_SYS_ADMIN))
 
 uint64_t helper_caps_for(unsigned ops)
 {
@@ -50,7 +50,16 @@ uint64_t helper_caps_for(unsigned ops)
 	 * pid 1 holds every capability in its user namespace. */
 	if (ops & KIWI_HELPER_OP_CGROUP_ATTACH)
 		caps |= BIT(CAP_CHOWN) | BIT(CAP_SYS_NICE);
+	/* The image is made as euid 0 in root's directory, on root's loop
+	 * devices; ext4 is mounted and idmapped with CAP_SYS_ADMIN. */
+	if (ops & KIWI_HELPER_OP_DISK)
+		caps |= BIT(CAP_SETUID) | helper_caps_disk_held();
 	return caps;
+}
+
+uint64_t helper_caps_disk_held(void)
+{
+	return BIT(CAP_SYS_ADMIN);
 }
 
 uint64_t helper_caps_cgroup_held(void)

@@ -18,6 +18,7 @@ static const struct {
 	{ "egress-attach", KIWI_HELPER_OP_EGRESS_ATTACH },
 	{ "cgroup-prepare", KIWI_HELPER_OP_CGROUP_PREPARE },
 	{ "cgroup-attach", KIWI_HELPER_OP_CGROUP_ATTACH },
+	{ "disk", KIWI_HELPER_OP_DISK },
 };
 
 const char *kiwi_helper_op_name(enum kiwi_helper_op op)
@@ -188,6 +189,10 @@ static int parse_key(struct kiwi_helper_request *req, const char *key, const kiw
 		if (!strcmp(key, "gate_tcp"))
 			return parse_port(v, key, &req->gate_tcp, err);
 		break;
+	case KIWI_HELPER_OP_DISK:
+		if (!strcmp(key, "size"))
+			return kiwi_helper_json_size(v, key, &req->disk_size, err);
+		break;
 	case KIWI_HELPER_OP_CGROUP_ATTACH:
 	default:
 		break;
@@ -217,6 +222,8 @@ int kiwi_helper_request_parse(const char *text, size_t len, struct kiwi_helper_r
 	}
 	if (req->op == KIWI_HELPER_OP_IDMAP && (!req->n_uid_map || !req->n_gid_map))
 		return kiwi_error(err, EINVAL, "request", "idmap needs both \"uid_map\" and \"gid_map\"");
+	if (req->op == KIWI_HELPER_OP_DISK && req->disk_size <= 0)
+		return kiwi_error(err, EINVAL, "request", "disk needs \"size\", in bytes");
 	if (req->op == KIWI_HELPER_OP_EGRESS_PREPARE && kiwi_egress_config_check(&req->egress, err) < 0)
 		return -1;
 	return 0;

@@ -165,6 +165,19 @@ int helper_sandbox_netns(const struct helper_sandbox *sb, kiwi_err *err)
 	return TAKE_FD(ns);
 }
 
+int helper_sandbox_userns(const struct helper_sandbox *sb, kiwi_err *err)
+{
+	_cleanup_close_ int ns = openat(sb->procfd, "ns/user", O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (ns < 0 || fstat(ns, &st) < 0)
+		return kiwi_error(err, errno, STEP, "cannot open the sandbox's user namespace");
+	if (st.st_dev != sb->userns_dev || st.st_ino != sb->userns_ino)
+		return kiwi_error(err, EPERM, STEP, "the sandbox's process is in another user namespace now");
+	if (pidfd_probe(sb->pidfd))
+		return kiwi_error(err, ESRCH, STEP, "the sandbox's process ended");
+	return TAKE_FD(ns);
+}
+
 void helper_sandbox_close(struct helper_sandbox *sb)
 {
 	if (sb->procfd >= 0)

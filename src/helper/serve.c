@@ -183,6 +183,7 @@ struct result {
 	struct kiwi_egress_child child;  /* egress-prepare */
 	int host_ifindex;                /* egress-attach */
 	char cgroup[KIWI_HELPER_SUBTREE_MAX + 32];  /* cgroup-prepare */
+	int disk;                        /* disk: its mount, sent and closed */
 };
 
 /* An operation done for good: it is refused from now on, and the
@@ -190,8 +191,9 @@ struct result {
 static int done(struct helper_session *s, enum kiwi_helper_op op, kiwi_err *err)
 {
 	s->ops_left &= ~(unsigned)op;
-	/* what tears the cgroup down stays while there is one */
-	return helper_caps_limit(helper_caps_for(s->ops_left) | (s->cg ? helper_caps_cgroup_held() : 0), err);
+	/* what tears the cgroup and the disk down stays while they are */
+	return helper_caps_limit(helper_caps_for(s->ops_left) | (s->cg ? helper_caps_cgroup_held() : 0) |
+				 (s->disk_mnt >= 0 ? helper_caps_disk_held() : 0), err);
 }
 
 static int run_request(struct helper_session *s, struct message *m, struct result *res, kiwi_err *err)
@@ -232,6 +234,10 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 			return -1;
 		/* delegated: CAP_CHOWN goes for good */
 		return done(s, KIWI_HELPER_OP_CGROUP_ATTACH, err);
+	case KIWI_HELPER_OP_DISK:
+		if (bind_sandbox(s, m, err) < 0 || (res->disk = helper_disk(s, &req, err)) < 0)
+			return -1;
+		return done(s, KIWI_HELPER_OP_DISK, err);
 	default:
 		return kiwi_error(err, EINVAL, "request", "unknown op");
 	}
@@ -240,14 +246,16 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 static void handle(struct helper_session *s, struct message *m)
 {
 	kiwi_err err = { 0 };
-	struct result res = { 0 };
+	struct result res = { .disk = -1 };
 	int r = run_request(s, m, &res, &err);
 	close_fds(m);
 	if (r < 0)
 		helper_answer_error(KIWI_HELPER_FD, &err);
 	else
 		answer_ok(KIWI_HELPER_FD, res.with_child ? &res.child : NULL, res.host_ifindex, res.cgroup,
-			  res.with_child ? kiwi_egress_audit_fd(s->egress) : -1);
+			  res.with_child ? kiwi_egress_audit_fd(s->egress) : res.disk);
+	if (res.disk >= 0)
+		close(res.disk);
 }
 
 /* kiwi-run sends at most five requests per session and each costs
@@ -280,8 +288,9 @@ int helper_serve(struct helper_session *s)
 		}
 		if (p[1].revents) {   /* the sandbox ended */
 			/* Its cgroup stays until kiwi-run, which reads the
-			 * verdict from it, lets the session go. */
-			if (!s->cg)
+			 * verdict from it, lets the session go; so does its
+			 * disk, from which kiwi-run lands the workspace. */
+			if (!s->cg && s->disk_mnt < 0)
 				break;
 			helper_egress_teardown(s);
 			s->sandbox_ended = true;
@@ -307,6 +316,7 @@ int helper_serve(struct helper_session *s)
 	}
 	helper_egress_teardown(s);
 	helper_sandbox_close(&s->sb);
+	helper_disk_teardown(s);
 	helper_cgroup_teardown(s);
 	return 0;
 }

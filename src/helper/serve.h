@@ -20,11 +20,13 @@ struct helper_session {
 	bool attached;
 	struct kiwi_cgroup *cg;            /* cgroup-prepare's, removed at the end */
 	pid_t cg_keeper;                   /* holds cg's lock and the slot while it is populated */
+	int disk_mnt, disk_image;          /* disk's mount and image, kept until the end */
 	bool sandbox_ended;                /* its pidfd polled readable */
 	unsigned requests;                 /* received, malformed ones too */
 };
 
-#define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT }
+#define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT, \
+			      .disk_mnt = -1, .disk_image = -1 }
 
 /* Answers requests until the socket closes or the sandbox ends, then
  * removes everything made for it. Returns the exit status. */
@@ -39,6 +41,13 @@ int helper_egress_prepare(struct helper_session *s, const struct kiwi_egress_con
 			  struct kiwi_egress_child *child, kiwi_err *err);
 int helper_egress_attach(struct helper_session *s, uint16_t gate_dns, uint16_t gate_tcp, kiwi_err *err);
 void helper_egress_teardown(struct helper_session *s);
+
+/* disk.c: the disk's detached mount, idmapped to the bound sandbox (its
+ * fd is the caller's to send and close; the session keeps its own). */
+int helper_disk(struct helper_session *s, const struct kiwi_helper_request *req, kiwi_err *err);
+/* Shuts the disk down and frees its blocks; the session's end (it stays
+ * root, as helper_cgroup_teardown, which may follow). */
+void helper_disk_teardown(struct helper_session *s);
 
 /* cgroup_op.c */
 int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_request *req, char *name,

@@ -429,18 +429,41 @@ static void check_layer_tmpfs(struct kiwi_check_result *r)
 		"--disk-backend loop (layer.loop), on disk");
 }
 
+static const char *unsafe(const char *path, bool want_setuid);
+
+/* Not root: the layer comes from kiwi-helper's disk operation, which only
+ * a sandbox can ask for; what can be told here is whether the helper is
+ * there and safe, and what decides the rest. */
+static void check_layer_loop_helper(struct kiwi_check_result *r)
+{
+	const char *path = kiwi_helper_path();
+	const char *bad = access(path, F_OK) < 0 ? "is not installed" : unsafe(path, true);
+	if (bad) {
+		set(r, KIWI_CHECK_WARN, "not offered to this caller: not root, and kiwi-helper %s %s", path, bad);
+		set_fix(r, "install kiwi-helper setuid root (see helper) with a rule giving you \"disk\" and "
+			"\"max_disk\" in %s (kiwi-helper.json(5)), or run as root", KIWI_HELPER_CONFIG);
+		return;
+	}
+	set(r, KIWI_CHECK_OK, "offered through kiwi-helper (%s) if your rule in %s gives you \"disk\": an ext4 "
+	    "image of --disk's size, at most the rule's max_disk, unnamed in " KIWI_LOOPFS_DEFAULT_DIR ", idmapped "
+	    "to the sandbox (not tried here: only a sandbox can ask for one)", path, KIWI_HELPER_CONFIG);
+}
+
 /* A real trial, as a sandbox would: a 1 MiB image made, attached,
  * mounted and let go (the loop device clears itself). */
 static void check_layer_loop(struct kiwi_check_result *r)
 {
+	if (geteuid() != 0) {
+		check_layer_loop_helper(r);
+		return;
+	}
 	kiwi_err err = { 0 };
 	int fd = kiwi_loopfs_offered(&err) < 0 ? -1 : kiwi_loopfs_create(NULL, KIWI_LOOPFS_MIN_SIZE, 0, 0, NULL, &err);
 	if (fd < 0) {
 		set(r, KIWI_CHECK_WARN, "not offered to this caller: %s%s%s", err.msg,
 		    err.errnum && err.errnum != EPERM ? ": " : "", err.errnum && err.errnum != EPERM ?
 		    strerror(err.errnum) : "");
-		set_fix(r, "%s", geteuid() ? "run kiwi-run as root for --disk-backend loop" :
-			"modprobe loop and ext4; " KIWI_LOOPFS_DEFAULT_DIR " on a filesystem with O_TMPFILE");
+		set_fix(r, "modprobe loop and ext4; " KIWI_LOOPFS_DEFAULT_DIR " on a filesystem with O_TMPFILE");
 		return;
 	}
 	close(fd);
@@ -537,7 +560,7 @@ static void check_helper(struct kiwi_check_result *r)
 {
 	const char *path = kiwi_helper_path();
 	const char *cfg = KIWI_HELPER_CONFIG;
-	const char *who = geteuid() == 0 ? "root does not need it" : "needed for --network egress without root";
+	const char *who = geteuid() == 0 ? "root does not need it" : "needed for --network egress and --disk-backend loop without root";
 	if (access(path, F_OK) < 0) {
 		set(r, geteuid() == 0 ? KIWI_CHECK_OK : KIWI_CHECK_WARN, "kiwi-helper is not installed at %s (%s)",
 		    path, who);

@@ -600,6 +600,23 @@ static void send_witness(int sock)
 		kiwi_sync_send_fd(sock, &m, proc);
 }
 
+/* Sync #1, and before it, from a caller without root, the disk layer
+ * kiwi-helper made after clone: it takes the fd number the parent
+ * reserved for it (cfg->disk_fd), so the setup uses it as root's. */
+static int recv_maps_done(int sock, const struct kiwi_sandbox_config *cfg, struct kiwi_sync_msg *m, int *fd)
+{
+	if (kiwi_sync_recv_fd(sock, m, 0, fd) <= 0)
+		return -1;
+	if (m->type == KIWI_SYNC_DISK_FD && *fd >= 0 && cfg->disk_fd >= 0) {
+		int r = dup3(*fd, cfg->disk_fd, O_CLOEXEC);
+		close(*fd);
+		*fd = -1;
+		if (r < 0 || kiwi_sync_recv_fd(sock, m, 0, fd) <= 0)
+			return -1;
+	}
+	return m->type == KIWI_SYNC_MAPS_DONE ? 0 : -1;
+}
+
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
 	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 }, .rootfs_tree = -1 };
@@ -620,7 +637,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 
 	/* #1: wait for the parent to write our uid and gid maps. */
-	if (kiwi_sync_recv_fd(sock, &m, 0, &c.rootfs_tree) <= 0 || m.type != KIWI_SYNC_MAPS_DONE)
+	if (recv_maps_done(sock, c.cfg, &m, &c.rootfs_tree) < 0)
 		_exit(1);
 	c.sync_flags = m.flags;
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");

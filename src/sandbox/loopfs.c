@@ -256,8 +256,8 @@ void kiwi_loopfs_discard(int mfd)
 int kiwi_loopfs_offered(kiwi_err *err)
 {
 	if (geteuid() != 0)
-		return kiwi_error(err, EPERM, STEP, "a loop-backed layer needs root: a user namespace cannot mount "
-				  "ext4, and kiwi-helper does not attach images");
+		return kiwi_error(err, EPERM, STEP, "kiwi-run makes a loop-backed layer as root only: a user "
+				  "namespace cannot mount ext4 (kiwi-helper makes one for others)");
 	if (access("/dev/loop-control", R_OK | W_OK) < 0)
 		return kiwi_error(err, errno, STEP, "no /dev/loop-control (modprobe loop)");
 	_cleanup_close_ int fs = fsopen("ext4", FSOPEN_CLOEXEC);

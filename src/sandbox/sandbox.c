@@ -67,6 +67,12 @@ static bool helper_writes_maps(const struct kiwi_sandbox_config *cfg)
 	return cfg->idmap && geteuid() != 0 && !kiwi_idmap_is_own(cfg->idmap, getuid(), getgid());
 }
 
+/* Not root, --disk-backend loop: the layer comes from kiwi-helper(8). */
+static bool helper_makes_disk(const struct kiwi_sandbox_config *cfg)
+{
+	return cfg->disk_backend == KIWI_DISK_LOOP && geteuid() != 0;
+}
+
 /* Root's own maps leave setgroups allowed, so that pid 1 drops the host's
  * supplementary groups: with 0 mapped elsewhere, root's gid 0 among them
  * would go on opening the host's group-accessible files, unseen. */
@@ -699,6 +705,24 @@ static void finish(struct follow *f)
 		f->failed = kiwi_error(f->err, 0, "init", "the sandbox's init ended without reporting the command") < 0;
 }
 
+/* Before #1, the maps written: kiwi-helper's disk layer, idmapped to the
+ * sandbox's user namespace, to the sandbox, and here in place of the
+ * reserved fd (kiwi_sandbox_run discards it at the end, as root's). */
+static int send_disk(struct follow *f)
+{
+	int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
+	uint64_t size = f->cfg->disk_bytes ? f->cfg->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE;
+	_cleanup_close_ int mfd = -1;
+	if (kiwi_helper_disk(f->res->helper, f->pidfd, size, &mfd, f->err) < 0)
+		return -1;
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_DISK_FD };
+	if (dup3(mfd, f->cfg->disk_fd, O_CLOEXEC) < 0 || kiwi_sync_send_fd(f->sock, &m, mfd) < 0)
+		return kiwi_error(f->err, errno, "disk", "cannot hand the disk layer to the sandbox");
+	KIWI_DEBUG(f->cfg->debug, "run", t, "disk", "ext4 image of %llu bytes from kiwi-helper, idmapped",
+		   (unsigned long long)size);
+	return 0;
+}
+
 /* #1: id maps and the network, then let the child go on. */
 static int release_child(struct follow *f, pid_t pid)
 {
@@ -713,6 +737,8 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	KIWI_DEBUG(dbg, "run", t, "maps", "uid/gid maps of pid %d written%s", (int)pid,
 		   by_helper ? " by kiwi-helper" : "");
+	if (helper_makes_disk(f->cfg) && send_disk(f) < 0)
+		return -1;
 	t = KIWI_DEBUG_NOW(dbg);
 	if (f->egress && kiwi_egress_setup(f->egress, pid, f->pidfd, f->err) < 0)
 		return -1;
@@ -1053,6 +1079,16 @@ static int make_disk(struct kiwi_sandbox_config *own, kiwi_err *err)
 {
 	if (own->disk_backend != KIWI_DISK_LOOP)
 		return 0;
+	/* Not root: kiwi-helper makes it after clone, once the sandbox's
+	 * user namespace is there to idmap it to (release_child); the fd
+	 * number it will take in both processes is reserved now. */
+	if (geteuid() != 0) {
+		if (own->disk_dir)
+			return kiwi_error(err, EPERM, "disk", "--disk-dir is root's: kiwi-helper keeps the images it "
+					  "makes in " KIWI_LOOPFS_DEFAULT_DIR);
+		own->disk_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return own->disk_fd < 0 ? kiwi_error(err, errno, "disk", "cannot reserve the disk's fd") : 0;
+	}
 	if (kiwi_loopfs_offered(err) < 0)
 		return -1;
 	int64_t t = KIWI_DEBUG_NOW(own->debug);
@@ -1103,7 +1139,7 @@ int kiwi_sandbox_run(const struct kiwi_sandbox_config *caller_cfg, struct kiwi_s
 	_cleanup_close_ int disk = cfg->disk_backend == KIWI_DISK_LOOP ? own.disk_fd : -1;
 	/* Started before clone, so that a missing helper costs no sandbox;
 	 * egress, when asked for too, shares the session. */
-	if (helper_writes_maps(cfg) && kiwi_helper_start(&res->helper, err) < 0)
+	if ((helper_writes_maps(cfg) || helper_makes_disk(cfg)) && kiwi_helper_start(&res->helper, err) < 0)
 		return -1;
 
 	/* The command's process applies the rules; the ABI is the kernel's. */

@@ -114,6 +114,33 @@ class Caller:
             return {"closed": True}
         return json.loads(data)
 
+    def request_keep_fd(self, req, fds=(), name="answer"):
+        """A request whose answer brings an fd (disk's mount), saved as name."""
+        fds = [self.fd_of(spec) for spec in fds]
+        try:
+            socket.send_fds(self.sock, [json.dumps(req).encode()], fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.sock.settimeout(60)
+        data, got, _, _ = socket.recv_fds(self.sock, 65536, 1)
+        if got:
+            self.saved[name] = got[0]
+        return {**json.loads(data), "with_fd": bool(got)}
+
+    def create_at(self, name, path):
+        """A file made and written below the saved directory fd name."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=self.saved[name])
+            try:
+                os.write(fd, b"x" * 4096)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return {"errno": 0}
+        except OSError as e:
+            return {"errno": e.errno}
+
     def close(self):
         self.sock.close()
         _, status = os.waitpid(self.proc_pid, 0)

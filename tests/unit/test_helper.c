@@ -382,3 +382,49 @@ Test(helper_config, egress_bounds_malformed)
 		cr_expect(err.msg[0], "%s", bad[i]);
 	}
 }
+
+/* ---- the disk operation ---- */
+
+Test(helper_request, disk_size)
+{
+	struct kiwi_helper_request req;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_request("{\"op\":\"disk\",\"size\":\"16M\"}", &req, &err), 0, "%s", err.msg);
+	cr_expect_eq(req.op, KIWI_HELPER_OP_DISK);
+	cr_expect_eq(req.disk_size, 16LL << 20);
+	cr_assert_eq(parse_request("{\"op\":\"disk\",\"size\":1048576}", &req, &err), 0, "%s", err.msg);
+	cr_expect_eq(req.disk_size, 1LL << 20);
+	const struct {
+		const char *text, *says;
+	} bad[] = {
+		{ "{\"op\":\"disk\"}", "\"size\"" },
+		{ "{\"op\":\"disk\",\"size\":0}", "\"size\"" },
+		{ "{\"op\":\"disk\",\"size\":-1}", "size" },
+		{ "{\"op\":\"disk\",\"size\":\"lots\"}", "size" },
+		{ "{\"op\":\"disk\",\"size\":\"1M\",\"dir\":\"/tmp\"}", "unknown key" },
+		{ "{\"op\":\"disk\",\"size\":\"1M\",\"uid_map\":[]}", "unknown key" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = (kiwi_err){ 0 };
+		cr_expect_eq(parse_request(bad[i].text, &req, &err), -1, "case %zu", i);
+		cr_expect(strstr(err.msg, bad[i].says), "case %zu: `%s` should name %s", i, err.msg, bad[i].says);
+	}
+}
+
+Test(helper_config, disk_needs_max_disk)
+{
+	struct kiwi_helper_rule rule;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"operations\":[\"disk\"],\"max_disk\":\"2G\"}]}",
+				  &rule, &err), 1, "%s", err.msg);
+	cr_expect_eq(rule.ops, KIWI_HELPER_OP_DISK);
+	cr_expect_eq(rule.max_disk, 2LL << 30);
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"svc\"}]}", &rule, &err), 1);
+	cr_expect_eq(rule.max_disk, -1, "no bound given");
+	err = (kiwi_err){ 0 };
+	cr_expect_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"operations\":[\"disk\"]}]}", &rule, &err), -1);
+	cr_expect(strstr(err.msg, "max_disk"), "%s", err.msg);
+	err = (kiwi_err){ 0 };
+	cr_expect_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"max_disk\":\"big\"}]}", &rule, &err), -1);
+	cr_expect(strstr(err.msg, "max_disk"), "%s", err.msg);
+}
