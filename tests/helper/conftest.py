@@ -313,3 +313,12 @@ def quota_held(kind, uid):
         finally:
             os.close(fd)
     return held
+
+
+def settle(pred, bound=60):
+    """Until pred() holds, or bound seconds: a bound against a hang, not a
+    claim about speed (the assertion follows)."""
+    end = time.monotonic() + bound
+    while not pred() and time.monotonic() < end:
+        time.sleep(0.02)
+    return pred()

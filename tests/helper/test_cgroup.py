@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG_DIR, quota_held, refused, stale_pidfd_of_a_reused_pid
+from conftest import CONFIG_DIR, quota_held, refused, settle, stale_pidfd_of_a_reused_pid
 
 CGROOT = Path("/sys/fs/cgroup")
 CONFIG = str(CONFIG_DIR / "helper.json")
@@ -101,15 +101,6 @@ def ended(pid):
         return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return True
-
-
-def settle(pred, bound=60):
-    """Until pred() holds, or bound seconds: a bound against a hang, not a
-    claim about speed (the assertion follows)."""
-    end = time.monotonic() + bound
-    while not pred() and time.monotonic() < end:
-        time.sleep(0.02)
-    return pred()
 
 
 # ---- the policy: refused before any cgroup exists, on any host ----------------

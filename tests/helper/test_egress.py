@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PUBLIC, attach, default_rules, idmap, in_world, quota_held, refused, world  # noqa: F401 (fixtures)
+from conftest import PUBLIC, attach, default_rules, idmap, in_world, quota_held, refused, settle, world  # noqa: F401 (fixtures)
 from fakenet import HOST_UPLINK, leftovers
 
 
@@ -368,14 +368,6 @@ def test_sigkill_of_the_helper_fails_closed(in_world, users, world):
 
 def kernel_version():
     return tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
-
-
-def settle(pred, bound=60):
-    """A bound against a hang, not a claim about speed."""
-    end = time.monotonic() + bound
-    while not pred() and time.monotonic() < end:
-        time.sleep(0.05)
-    return pred()
 
 
 def test_sigkill_of_the_helper_then_its_keeper_fails_closed(in_world, users, world):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import attach, idmap, in_world, world  # noqa: F401 (fixtures)
+from conftest import attach, idmap, in_world, settle, world  # noqa: F401 (fixtures)
 from fakenet import leftovers
 
 
@@ -41,15 +41,6 @@ def cgroup_of(pid):
         if line.startswith("0::"):
             return line[3:]
     return None
-
-
-def settle(pred, bound=60):
-    """A bound against a hang, not a claim about speed."""
-    import time
-    end = time.monotonic() + bound
-    while not pred() and time.monotonic() < end:
-        time.sleep(0.02)
-    return pred()
 
 
 def children(pid):
