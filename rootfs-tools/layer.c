@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define PROGRESS_STEP (8U << 20)
 #define WHITEOUT_PREFIX ".wh."
@@ -396,6 +398,33 @@ static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 	return 0;
 }
 
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+/* fchmodat(AT_SYMLINK_NOFOLLOW) with no /proc, which glibc's goes through
+ * (/proc/self/fd) and a confined restore has not (kiwi-rootfs
+ * snapshot-restore --confine): fchmodat2 where the kernel has it (6.6),
+ * else, for a fifo, the node itself opened without blocking. */
+static int chmod_node(int pfd, const char *name, mode_t perm)
+{
+	if (syscall(SYS_fchmodat2, pfd, name, perm, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	if (fchmodat(pfd, name, perm, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -1;
+	_cleanup_close_ int fd = openat(pfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+		errno = fd < 0 ? errno : EOPNOTSUPP;
+		return -1;
+	}
+	return fchmod(fd, perm);
+}
+
 /* Owner and mtime of what cannot be opened (symlinks, devices, fifos). */
 static int set_attrs_at(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e,
 			kiwi_err *err)
@@ -580,7 +609,7 @@ static int put_special(kiwi_extract *x, struct entry_ctx *c, struct archive_entr
 		return -1;
 	/* Created by us a moment ago in our own scratch tree; NOFOLLOW still
 	 * guards against it being anything but the node just made. */
-	if (fchmodat(c->pfd, c->name, perm, AT_SYMLINK_NOFOLLOW) < 0)
+	if (chmod_node(c->pfd, c->name, perm) < 0)
 		return kiwi_error(err, errno, "unpack", "cannot chmod `%s`", c->path);
 	return 0;
 }

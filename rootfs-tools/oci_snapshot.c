@@ -249,44 +249,44 @@ static int open_snapshot(const char *ref, struct kiwi_layout *l, struct kiwi_ima
 	return 0;
 }
 
-int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err)
+int kiwi_image_snapshot_check(const char *ref, const char **base, struct kiwi_snapshot_layer *layer, kiwi_err *err)
 {
 	struct kiwi_layout l;
 	struct kiwi_image img = { 0 };
 	_cleanup_close_ int blob = -1;
 	if (open_snapshot(ref, &l, &img, base, &blob, err) < 0)
 		return -1;
-	int rc = check_blob(blob, &img.layers[img.n_layers - 1], err);
+	const struct kiwi_descriptor *d = &img.layers[img.n_layers - 1];
+	int rc = check_blob(blob, d, err);
 	if (rc < 0)
 		kiwi_error_wrap(err, "snapshot `%s`", ref);
+	else if (layer && snprintf(layer->media_type, sizeof(layer->media_type), "%s", d->media_type) >=
+				  (int)sizeof(layer->media_type))
+		rc = kiwi_error(err, EINVAL, "snapshot", "`%s`: the layer's media type is too long", ref);
+	if (rc == 0 && layer) {
+		memcpy(layer->digest, d->digest, sizeof(layer->digest));
+		memcpy(layer->diff_id, img.diff_ids[img.n_layers - 1], sizeof(layer->diff_id));
+		layer->size = d->size;
+	}
 	kiwi_image_clear(&img);
 	kiwi_layout_close(&l);
 	return rc;
 }
 
-int kiwi_image_snapshot_restore(const char *ref, int root_fd, const struct kiwi_extract_map *map, size_t n_map,
-				kiwi_err *err)
+int kiwi_image_snapshot_restore(const struct kiwi_snapshot_layer *l, int blob, int root_fd,
+				const struct kiwi_extract_map *map, size_t n_map, kiwi_err *err)
 {
-	struct kiwi_layout l;
-	struct kiwi_image img = { 0 };
-	const char *base;
-	_cleanup_close_ int blob = -1;
-	if (open_snapshot(ref, &l, &img, &base, &blob, err) < 0)
-		return -1;
-	const struct kiwi_descriptor *d = &img.layers[img.n_layers - 1];
 	const struct kiwi_extract_opts o = { .overlay = true, .map = map, .n_map = n_map };
 	kiwi_extract *x = kiwi_extract_new(root_fd, &o);
-	int comp = kiwi_layer_compression_of(d->media_type);
+	int comp = kiwi_layer_compression_of(l->media_type);
 	char label[96];
-	snprintf(label, sizeof(label), "snapshot layer %.19s", d->digest);
+	snprintf(label, sizeof(label), "snapshot layer %.19s", l->digest);
 	int rc = !x ? kiwi_error(err, ENOMEM, "snapshot", "out of memory")
-	       : comp < 0 ? kiwi_error(err, EINVAL, "snapshot", "unknown layer type `%s`", d->media_type)
-	       : kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)comp, d->digest, d->size,
-				    img.diff_ids[img.n_layers - 1], label, err);
+	       : comp < 0 ? kiwi_error(err, EINVAL, "snapshot", "unknown layer type `%s`", l->media_type)
+	       : kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)comp, l->digest, l->size, l->diff_id,
+				    label, err);
 	if (rc == 0)
 		rc = kiwi_extract_finish(x, err);
 	kiwi_extract_free(x);
-	kiwi_image_clear(&img);
-	kiwi_layout_close(&l);
 	return rc;
 }

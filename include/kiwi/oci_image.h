@@ -200,14 +200,24 @@ struct kiwi_snapshot_result {
 int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,
 			kiwi_err *err);
 
+/* A snapshot's layer, as the restore needs it: the caller opens the blob
+ * (as itself, before any sandbox exists) and says what it must be. */
+struct kiwi_snapshot_layer {
+	char media_type[128];
+	char digest[KIWI_DIGEST_MAX];
+	int64_t size;
+	char diff_id[KIWI_DIGEST_MAX];
+};
+
 /* Checks that ref is a snapshot and its layer's blob has its digest;
- * *base gets its kind ("image", "rootfs"). */
-int kiwi_image_snapshot_check(const char *ref, const char **base, kiwi_err *err);
-/* Applies ref's snapshot layer (checked as it is read) below root_fd in
- * one pass, each entry moved by map (kiwi_extract_opts) into an overlayfs
- * upper directory, in overlayfs's form (kiwi_extract_opts' overlay). */
-int kiwi_image_snapshot_restore(const char *ref, int root_fd, const struct kiwi_extract_map *map, size_t n_map,
-				kiwi_err *err);
+ * *base gets its kind ("image", "rootfs"), *layer (may be NULL) that layer. */
+int kiwi_image_snapshot_check(const char *ref, const char **base, struct kiwi_snapshot_layer *layer, kiwi_err *err);
+/* Applies the snapshot layer read from blob (checked against l as it is
+ * read) below root_fd in one pass, each entry moved by map
+ * (kiwi_extract_opts) into an overlayfs upper directory, in overlayfs's
+ * form (kiwi_extract_opts' overlay). Resolves no path outside root_fd. */
+int kiwi_image_snapshot_restore(const struct kiwi_snapshot_layer *l, int blob, int root_fd,
+				const struct kiwi_extract_map *map, size_t n_map, kiwi_err *err);
 
 /* Describes an image as JSON: manifest, config, layers, sizes. */
 int kiwi_image_describe(const struct kiwi_image *img, kiwi_json_writer *w, kiwi_err *err);

@@ -185,6 +185,10 @@ struct kiwi_sandbox_config {
 	 * before any overlay is mounted. NULL: nothing to restore. */
 	int (*restore)(void *arg, int layer, kiwi_err *err);
 	void *restore_arg;
+	/* > 2: an fd of the caller's the restore reads (the snapshot's blob,
+	 * opened as the caller: pid 1 may not reach the layout by path). Kept
+	 * across pid 1's close-fds, closed once the filesystem is built. */
+	int restore_fd;
 };
 
 struct kiwi_sandbox_result {

@@ -8,13 +8,18 @@
 #include "kiwi/oci_image.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define MAX_TREES 8
 #define MAX_RANGES 64
@@ -116,7 +121,9 @@ int cmd_snapshot(int argc, char **argv)
 	return 0;
 }
 
-/* snapshot-check LAYOUT:TAG: {"base":"image"|"rootfs"} once its layer is checked. */
+/* snapshot-check LAYOUT:TAG: {"base":"image"|"rootfs","layer":{...}} once
+ * its layer is checked: what the caller needs to open the blob itself and
+ * hand it to snapshot-restore. */
 int cmd_snapshot_check(int argc, char **argv)
 {
 	int start = argc > 1 && !strcmp(argv[1], "--json") ? 2 : 1;
@@ -125,7 +132,8 @@ int cmd_snapshot_check(int argc, char **argv)
 		return cli_usage("snapshot-check takes one LAYOUT:TAG");
 	kiwi_err err = { 0 };
 	const char *base;
-	if (kiwi_image_snapshot_check(argv[start], &base, &err) < 0)
+	struct kiwi_snapshot_layer l;
+	if (kiwi_image_snapshot_check(argv[start], &base, &l, &err) < 0)
 		return cli_fail(&err);
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (!w)
@@ -133,21 +141,88 @@ int cmd_snapshot_check(int argc, char **argv)
 	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "base");
 	kiwi_jw_string(w, base);
+	kiwi_jw_key(w, "layer");
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "mediaType");
+	kiwi_jw_string(w, l.media_type);
+	kiwi_jw_key(w, "digest");
+	kiwi_jw_string(w, l.digest);
+	kiwi_jw_key(w, "size");
+	kiwi_jw_int(w, l.size);
+	kiwi_jw_key(w, "diff_id");
+	kiwi_jw_string(w, l.diff_id);
+	kiwi_jw_close_object(w);
 	kiwi_jw_close_object(w);
 	cli_print_json(w);
 	return 0;
 }
 
-/* snapshot-restore --root FD --map FROM=TO... LAYOUT:TAG */
+/* --confine: the untrusted blob is parsed with nothing of the tree this
+ * process started in in view. In a mount namespace of its own, the root
+ * becomes a clone of the --root mount (pivot_root, the old root detached):
+ * no host path, no outer /proc, and the clone's ".." is its own root, where
+ * the fd of a mount of the old namespace would walk up into the host's
+ * tree. Only the inherited fds (the blob, stdio) reach anything else. */
+static int confine(int *root, kiwi_err *err)
+{
+	_cleanup_close_ int tree = open_tree(*root, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return kiwi_error(err, errno, "confine", "cannot clone the --root mount");
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return kiwi_error(err, errno, "confine", "cannot make a mount namespace of its own");
+	if (move_mount(tree, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0 || fchdir(tree) < 0 ||
+	    syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		return kiwi_error(err, errno, "confine", "cannot pivot into the --root mount");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return kiwi_error(err, errno, "confine", "cannot set no_new_privs");
+	close(*root);
+	*root = TAKE_FD(tree);
+	return 0;
+}
+
+static bool parse_layer_opt(int c, const char *v, struct kiwi_snapshot_layer *l, int *blob)
+{
+	char *end;
+	struct stat st;
+	switch (c) {
+	case 'b': {
+		errno = 0;
+		long fd = strtol(v, &end, 10);
+		if (errno || end == v || *end || fd < 3 || fd > 1 << 20 || fstat((int)fd, &st) < 0 || !S_ISREG(st.st_mode))
+			return false;
+		*blob = (int)fd;
+		return true;
+	}
+	case 't': return snprintf(l->media_type, sizeof(l->media_type), "%s", v) < (int)sizeof(l->media_type);
+	case 'd': return snprintf(l->digest, sizeof(l->digest), "%s", v) < (int)sizeof(l->digest);
+	case 'i': return snprintf(l->diff_id, sizeof(l->diff_id), "%s", v) < (int)sizeof(l->diff_id);
+	case 's':
+		errno = 0;
+		l->size = strtoll(v, &end, 10);
+		return !errno && end != v && !*end && l->size >= 0;
+	default: return false;
+	}
+}
+
+/* snapshot-restore --root FD --map FROM=TO... --blob FD --media-type T
+ *     --digest D --size N --diff-id D [--confine] */
 int cmd_snapshot_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "root", required_argument, NULL, 'r' },
 		{ "map", required_argument, NULL, 'm' },
+		{ "blob", required_argument, NULL, 'b' },
+		{ "media-type", required_argument, NULL, 't' },
+		{ "digest", required_argument, NULL, 'd' },
+		{ "size", required_argument, NULL, 's' },
+		{ "diff-id", required_argument, NULL, 'i' },
+		{ "confine", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
-	int root = -1;
+	int root = -1, blob = -1;
+	bool confined = false;
+	struct kiwi_snapshot_layer l = { .size = -1 };
 	struct kiwi_extract_map map[MAX_TREES];
 	char *owned[MAX_TREES];
 	size_t n_map = 0;
@@ -166,15 +241,20 @@ int cmd_snapshot_restore(int argc, char **argv)
 			n_map++;
 		} else if (c == 'j') {
 			cli_json = true;
-		} else if (c != 'r') {
-			cli_usage("snapshot-restore: bad option");
+		} else if (c == 'c') {
+			confined = true;
+		} else if (c != 'r' && !parse_layer_opt(c, optarg, &l, &blob)) {
+			cli_usage("snapshot-restore: bad option or value `%s`", argv[optind - 1]);
 			goto out;
 		}
 	}
 	kiwi_err err = { 0 };
-	if (argc - optind != 1 || root < 0 || !n_map)
-		cli_usage("snapshot-restore takes --root FD, --map FROM=TO... and one LAYOUT:TAG");
-	else if (kiwi_image_snapshot_restore(argv[optind], root, map, n_map, &err) < 0)
+	if (argc != optind || root < 0 || !n_map || blob < 0 || !l.media_type[0] || !l.digest[0] || l.size < 0 ||
+	    !l.diff_id[0])
+		cli_usage("snapshot-restore takes --root FD, --map FROM=TO..., --blob FD, --media-type, --digest, "
+			  "--size and --diff-id");
+	else if ((confined && confine(&root, &err) < 0) ||
+		 kiwi_image_snapshot_restore(&l, blob, root, map, n_map, &err) < 0)
 		cli_fail(&err);
 	else
 		rc = 0;

@@ -22,7 +22,7 @@ static const struct {
 	{ "gc", cmd_gc, "gc [--cache-dir DIR] [--older-than DAYS]" },
 	{ "snapshot", cmd_snapshot, "snapshot [--base REF] --tree FD:PREFIX... LAYOUT:TAG (kiwi-run's)" },
 	{ "snapshot-check", cmd_snapshot_check, "snapshot-check LAYOUT:TAG" },
-	{ "snapshot-restore", cmd_snapshot_restore, "snapshot-restore --root FD --map FROM=TO... LAYOUT:TAG" },
+	{ "snapshot-restore", cmd_snapshot_restore, "snapshot-restore --root FD --map FROM=TO... --blob FD ... (kiwi-run's)" },
 };
 
 int cli_fail(const kiwi_err *err)

@@ -256,6 +256,11 @@ static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 		c->pidns = ns_inode(e.pid, "pid");
 		c->mntns = ns_inode(e.pid, "mnt");
 	}
+	/* The snapshot's blob, read by the restore: not the session's to hold. */
+	if (c->s->a.cfg.restore_fd > 2) {
+		close(c->s->a.cfg.restore_fd);
+		c->s->a.cfg.restore_fd = -1;
+	}
 	on_ready(&c->ready_fd, res);
 }
 

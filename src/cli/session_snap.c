@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +189,51 @@ int kiwi_cli_session_snapshot(int argc, char **argv)
 
 /* ---- create --from ------------------------------------------------------- */
 
+/* Takes the layer's description from snapshot-check's answer. */
+static int take_layer(struct session_from *f, const kiwi_json *r, kiwi_err *err)
+{
+	const kiwi_json *l = kiwi_json_get(r, "layer");
+	const char *mt = kiwi_json_string(kiwi_json_get(l, "mediaType"));
+	const char *dg = kiwi_json_string(kiwi_json_get(l, "digest"));
+	const char *di = kiwi_json_string(kiwi_json_get(l, "diff_id"));
+	if (!mt || !dg || !di || !kiwi_json_int(kiwi_json_get(l, "size"), &f->size) || f->size < 0 ||
+	    snprintf(f->media_type, sizeof(f->media_type), "%s", mt) >= (int)sizeof(f->media_type) ||
+	    snprintf(f->digest, sizeof(f->digest), "%s", dg) >= (int)sizeof(f->digest) ||
+	    snprintf(f->diff_id, sizeof(f->diff_id), "%s", di) >= (int)sizeof(f->diff_id))
+		return kiwi_error(err, EPROTO, "image", "kiwi-rootfs described no snapshot layer");
+	return 0;
+}
+
+/* The layer's blob, opened here, as the caller: the restore runs as the
+ * sandbox's root, which may not reach the layout at all (a 0700 directory
+ * of host root's, as root; kiwi's id range is nobody on the host). The
+ * digest is the check's, kiwi-rootfs's own parse: only its form is
+ * checked here, for the path; the restore checks the bytes. */
+static int open_blob(struct session_from *f, kiwi_err *err)
+{
+	char path[PATH_MAX];
+	const char *hex = strchr(f->digest, ':');
+	size_t alg_len = hex ? (size_t)(hex - f->digest) : 0;
+	if (!alg_len || strspn(f->digest, "abcdefghijklmnopqrstuvwxyz0123456789") != alg_len || !hex[1] ||
+	    strspn(hex + 1, "0123456789abcdef") != strlen(hex + 1))
+		return kiwi_error(err, EPROTO, "image", "kiwi-rootfs gave a bad digest `%s`", f->digest);
+	snprintf(path, sizeof(path), "%.*s", (int)ref_path_len(f->ref), f->ref);
+	_cleanup_close_ int layout = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (layout < 0)
+		return kiwi_error(err, errno, "image", "cannot open the layout `%s`", path);
+	snprintf(path, sizeof(path), "blobs/%.*s/%s", (int)alg_len, f->digest, hex + 1);
+	struct open_how how = { .flags = O_RDONLY | O_NOCTTY | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	_cleanup_close_ int fd = kiwi_openat2(layout, path, &how);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return kiwi_error(err, errno, "image", "cannot open the snapshot's blob %s", f->digest);
+	if (!S_ISREG(st.st_mode))
+		return kiwi_error(err, EINVAL, "image", "the snapshot's blob %s is not a file", f->digest);
+	f->blob = TAKE_FD(fd);
+	return 0;
+}
+
 int session_from_take(struct session_from *f, struct run_args *a, const char *ref)
 {
 	kiwi_err err = { 0 };
@@ -197,9 +243,10 @@ int session_from_take(struct session_from *f, struct run_args *a, const char *re
 	snprintf(what, sizeof(what), "restore `%s`", ref);
 	const char *args[] = { "snapshot-check", "--json", f->ref, NULL };
 	_cleanup_json_ kiwi_json *r = NULL;
+	f->blob = -1;
 	if (session_abs_ref(ref, f->ref, sizeof(f->ref), &err) < 0 ||
 	    kiwi_cli_rootfs_run(what, args, NULL, 0, line, sizeof(line), &err) < 0 ||
-	    !(r = kiwi_json_parse(line, strlen(line), &err))) {
+	    !(r = kiwi_json_parse(line, strlen(line), &err)) || take_layer(f, r, &err) < 0 || open_blob(f, &err) < 0) {
 		f->ref[0] = '\0';
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
@@ -213,15 +260,20 @@ int session_from_take(struct session_from *f, struct run_args *a, const char *re
 
 /* In the sandbox, before any overlay is mounted: the snapshot's entries
  * in the layer's upper directories, in overlayfs's form, by kiwi-rootfs in
- * one pass (the blob is checked again as it is read). An image-based
- * snapshot's root is the image's (a->image): only its workspace part. */
+ * one pass (the blob is checked again as it is read). kiwi-rootfs reads
+ * the blob from the fd the caller opened and parses it confined
+ * (--confine: pivoted into a clone of the layer, so that nothing of the
+ * host's tree or its /proc is in view). An image-based snapshot's root is
+ * the image's (a->image): only its workspace part. */
 static int restore_layer(void *arg, int layer, kiwi_err *err)
 {
 	struct session_from *f = arg;
-	const char *args[40] = { "snapshot-restore", "--json", "--root" };
-	char fd[16], maps[KIWI_SNAPSHOT_MAX_TREES][320];
+	const char *args[48] = { "snapshot-restore", "--json", "--confine", "--root" };
+	char fd[16], blob[16], size[24], maps[KIWI_SNAPSHOT_MAX_TREES][320];
 	snprintf(fd, sizeof(fd), "%d", layer);
-	size_t at = 3, n = 0;
+	snprintf(blob, sizeof(blob), "%d", f->blob);
+	snprintf(size, sizeof(size), "%lld", f->size);
+	size_t at = 4, n = 0;
 	args[at++] = fd;
 	if (!f->image_based) {
 		args[at++] = "--map";
@@ -235,11 +287,15 @@ static int restore_layer(void *arg, int layer, kiwi_err *err)
 		args[at++] = "--map";
 		args[at++] = maps[n++];
 	}
-	if (at == 4)
+	if (at == 5)
 		return 0;
-	args[at] = f->ref;
+	const char *layer_args[] = { "--blob", blob, "--media-type", f->media_type, "--digest", f->digest,
+				     "--size", size, "--diff-id", f->diff_id };
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(layer_args); i++)
+		args[at++] = layer_args[i];
+	const int keep[] = { layer, f->blob };
 	char line[1024];
-	return kiwi_cli_rootfs_run("restore the snapshot", args, &layer, 1, line, sizeof(line), err);
+	return kiwi_cli_rootfs_run("restore the snapshot", args, keep, 2, line, sizeof(line), err);
 }
 
 int session_from_arm(struct session_from *f, struct run_args *a)
@@ -251,5 +307,6 @@ int session_from_arm(struct session_from *f, struct run_args *a)
 	f->cfg = &a->cfg;
 	a->cfg.restore = restore_layer;
 	a->cfg.restore_arg = f;
+	a->cfg.restore_fd = f->blob;
 	return 0;
 }

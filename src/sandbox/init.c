@@ -463,18 +463,19 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 		t->rootfs = c->rootfs_tree;  /* came with sync #1 */
 	}
 	size_t n_trees = t ? t->n + 2 : 0;
-	int keep[5 + n_trees];
+	int keep[6 + n_trees];
 	keep[0] = args->sock, keep[1] = args->stdin_fd, keep[2] = args->stdout_fd, keep[3] = args->stderr_fd;
 	/* The loop backend's filesystem, from kiwi-run: the layer to be. */
 	keep[4] = cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1;
+	keep[5] = cfg->restore_fd > 2 ? cfg->restore_fd : -1;
 	for (size_t i = 0; i < n_trees; i++)
-		keep[5 + i] = i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2];
+		keep[6 + i] = i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2];
 	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
 	 * "0::/" inside, as when clone3 put us into the cgroup. */
 	if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0)
 		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
 	if (t) {
-		t->rootfs_dir = keep[5] = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		t->rootfs_dir = keep[6] = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (t->rootfs_dir < 0)
 			return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
 	}
@@ -485,7 +486,7 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 	 * the command, whatever pid 1's capabilities are when it looks. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)
 		return kiwi_error(err, errno, "init", "cannot make pid 1 non-dumpable");
-	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, 5 + n_trees, err) < 0)
+	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, 6 + n_trees, err) < 0)
 		return -1;
 	note(c, "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
 	return 0;
@@ -518,6 +519,8 @@ static int build_filesystem(struct init_ctx *c, kiwi_err *err)
 	const struct kiwi_sandbox_config *cfg = c->cfg;
 	const struct kiwi_idmounts *t = c->args->trees ? &c->trees : NULL;
 	int r = kiwi_mount_rootfs(cfg, t, &c->disk.layer, err);
+	if (cfg->restore_fd > 2)
+		close(cfg->restore_fd);
 	/* Attached or not, the host's trees are not the command's to hold. */
 	for (size_t i = 0; t && i < t->n + 2; i++)
 		close(i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2]);

@@ -283,3 +283,55 @@ def test_snapshot_never_follows_the_sessions_symlinks(session, kiwi):
         links = {m.name: m.linkname for m in t.getmembers() if m.issym()}
     assert links == {"root/link": str(secret), "root/dirlink": str(secret.parent),
                      "root/d/etc": "/etc", "workspace/link": str(secret)}, links
+
+
+def lock_down(layout):
+    """The layout as a umask of 077 leaves it: only its owner reads it."""
+    for root, dirs, files in os.walk(layout):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o700)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o600)
+    layout.chmod(0o700)
+
+
+def test_a_layout_only_the_caller_reaches_restores(session, kiwi):
+    """The layout sits below a 0700 directory of the caller's and is the
+    caller's alone. As root, the sandbox's root is kiwi's id range, nobody
+    on the host: the restore reads the blob kiwi-run opened as the caller
+    (kiwi-run-session(1) once listed this under BUGS)."""
+    s = session("--rw-root", "--workspace", ws_base(kiwi), "--workspace-mode", "discard")
+    assert s.sh("echo kept > /root/file; echo ws > /workspace/made").returncode == 0
+    private = kiwi.workdir() / "private"
+    private.mkdir()
+    kiwi.chown(private)
+    private.chmod(0o700)
+    snapshot(s, f"{private}/snaps:p")
+    assert s.destroy().returncode == 0
+    lock_down(private / "snaps")
+    t = session("--from", f"{private}/snaps:p", "--rw-root", "--workspace", ws_base(kiwi),
+                "--workspace-mode", "discard")
+    r = t.sh("cat /root/file /workspace/made")
+    assert r.returncode == 0 and r.stdout == "kept\nws\n", explain(r)
+
+
+def test_a_caller_cannot_restore_a_layout_it_cannot_read(session, kiwi, scratch):
+    """Rootless, what the caller cannot read stays unread: a layout below
+    a 0700 directory of root's, and a layout whose blob is root's 0600."""
+    if kiwi.mode != "rootless":
+        pytest.skip("root reads every layout")
+    s = session("--rw-root")
+    assert s.sh("echo data > /root/file").returncode == 0
+    layout = layout_dir(kiwi) / "snaps"
+    res = snapshot(s, f"{layout}:x")
+    assert s.destroy().returncode == 0
+    blob = layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+    hidden = scratch / f"hidden-{s.id}"
+    hidden.mkdir(mode=0o700)
+    shutil.copytree(layout, hidden / "snaps")
+    os.chown(blob, 0, 0)
+    blob.chmod(0o600)
+    for ref, why in ((f"{hidden}/snaps:x", "Permission denied"), (f"{layout}:x", "Permission denied")):
+        r = s.raw("session", "create", "--from", ref, "--rootfs", kiwi.rootfs)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 125 and r.stdout == "" and len(lines) == 1 and why in lines[0], explain(r)
