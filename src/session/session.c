@@ -69,7 +69,8 @@ int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err 
 	return kiwi_session_request(e, &op, 1, err);
 }
 
-static ssize_t recv_all(int fd, void *buf, size_t len)
+/* One message, as recv returns it (EINTR retried). */
+static ssize_t recv_one(int fd, void *buf, size_t len)
 {
 	ssize_t n;
 	do
@@ -101,7 +102,7 @@ int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_eg
 		return 0;
 	size_t len = kiwi_egress_tally_size();
 	_cleanup_free_ void *buf = r->has_tally ? malloc(len + 1) : NULL;
-	ssize_t n = buf ? recv_all(conn, buf, len + 1) : -1;
+	ssize_t n = buf ? recv_one(conn, buf, len + 1) : -1;
 	*tally = n > 0 ? kiwi_egress_tally_load(buf, (size_t)n) : NULL;
 	if (!*tally)
 		return kiwi_error(err, EPROTO, "session", "session `%s` sent no tally of the exec's attempts", e->id);
@@ -114,7 +115,7 @@ int kiwi_session_seal(const struct kiwi_registry_entry *e, int *reaped, kiwi_err
 	if (conn < 0)
 		return -1;
 	struct kiwi_session_seal_reply r = { 0 };
-	ssize_t n = recv_all(conn, &r, sizeof(r));
+	ssize_t n = recv_one(conn, &r, sizeof(r));
 	if (n != (ssize_t)sizeof(r))
 		return kiwi_error(err, n < 0 ? errno : EPROTO, "session",
 				  "session `%s` did not confirm that its processes and network are gone", e->id);
