@@ -205,26 +205,18 @@ static const char *snapshot_base(const struct kiwi_image *img)
 	return !base ? NULL : !strcmp(base, "image") ? "image" : !strcmp(base, "rootfs") ? "rootfs" : NULL;
 }
 
-static int check_blob(int blob, const struct kiwi_descriptor *d, kiwi_err *err)
+/* Its size only: the digest is checked as the restore reads it (a blob
+ * that fails there fails the create, which leaves nothing); hashing it
+ * here as well cost 50 ms of a 300 ms restore of a 76 MiB blob. */
+static int check_blob_size(int blob, const struct kiwi_descriptor *d, kiwi_err *err)
 {
-	enum kiwi_digest_alg alg;
-	if (kiwi_digest_parse(d->digest, &alg, NULL, err) < 0)
-		return -1;
-	_cleanup_hasher_ kiwi_hasher *h = kiwi_hasher_new(alg);
-	_cleanup_free_ char *buf = malloc(1 << 20);
-	if (!h || !buf)
-		return kiwi_error(err, ENOMEM, "snapshot", "out of memory");
-	for (;;) {
-		ssize_t n = read(blob, buf, 1 << 20);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return kiwi_error(err, errno, "snapshot", "cannot read the layer %s", d->digest);
-		if (n == 0)
-			break;
-		kiwi_hasher_update(h, buf, (size_t)n);
-	}
-	return kiwi_blob_check(h, d->digest, d->size, err);
+	struct stat st;
+	if (fstat(blob, &st) < 0)
+		return kiwi_error(err, errno, "snapshot", "cannot read the layer %s", d->digest);
+	if (d->size >= 0 && st.st_size != d->size)
+		return kiwi_error(err, EINVAL, "snapshot", "the layer %s holds %lld bytes, its descriptor says %lld: "
+				  "refused", d->digest, (long long)st.st_size, (long long)d->size);
+	return 0;
 }
 
 /* Opens ref, a snapshot: *base its kind, *blob its last layer's blob. */
@@ -257,7 +249,7 @@ int kiwi_image_snapshot_check(const char *ref, const char **base, struct kiwi_sn
 	if (open_snapshot(ref, &l, &img, base, &blob, err) < 0)
 		return -1;
 	const struct kiwi_descriptor *d = &img.layers[img.n_layers - 1];
-	int rc = check_blob(blob, d, err);
+	int rc = check_blob_size(blob, d, err);
 	if (rc < 0)
 		kiwi_error_wrap(err, "snapshot `%s`", ref);
 	else if (layer && snprintf(layer->media_type, sizeof(layer->media_type), "%s", d->media_type) >=
@@ -276,6 +268,10 @@ int kiwi_image_snapshot_check(const char *ref, const char **base, struct kiwi_sn
 int kiwi_image_snapshot_restore(const struct kiwi_snapshot_layer *l, int blob, int root_fd,
 				const struct kiwi_extract_map *map, size_t n_map, kiwi_err *err)
 {
+	/* The blob's digest, checked as it is read, pins what is restored.
+	 * The diff_id (the tar's digest) is a second claim of the same
+	 * manifest's author and keys nothing here (no cache, unlike
+	 * unpack's): not hashing the tar saves about a fifth of the CPU. */
 	const struct kiwi_extract_opts o = { .overlay = true, .map = map, .n_map = n_map };
 	kiwi_extract *x = kiwi_extract_new(root_fd, &o);
 	int comp = kiwi_layer_compression_of(l->media_type);
@@ -283,7 +279,7 @@ int kiwi_image_snapshot_restore(const struct kiwi_snapshot_layer *l, int blob, i
 	snprintf(label, sizeof(label), "snapshot layer %.19s", l->digest);
 	int rc = !x ? kiwi_error(err, ENOMEM, "snapshot", "out of memory")
 	       : comp < 0 ? kiwi_error(err, EINVAL, "snapshot", "unknown layer type `%s`", l->media_type)
-	       : kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)comp, l->digest, l->size, l->diff_id,
+	       : kiwi_extract_layer(x, blob, (enum kiwi_layer_compression)comp, l->digest, l->size, NULL,
 				    label, err);
 	if (rc == 0)
 		rc = kiwi_extract_finish(x, err);

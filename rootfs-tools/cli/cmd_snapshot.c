@@ -122,8 +122,9 @@ int cmd_snapshot(int argc, char **argv)
 }
 
 /* snapshot-check LAYOUT:TAG: {"base":"image"|"rootfs","layer":{...}} once
- * its layer is checked: what the caller needs to open the blob itself and
- * hand it to snapshot-restore. */
+ * its layer blob is found and its size checked (its digest is checked by
+ * snapshot-restore as it reads it): what the caller needs to open the
+ * blob itself and hand it to snapshot-restore. */
 int cmd_snapshot_check(int argc, char **argv)
 {
 	int start = argc > 1 && !strcmp(argv[1], "--json") ? 2 : 1;

@@ -260,7 +260,7 @@ int session_from_take(struct session_from *f, struct run_args *a, const char *re
 
 /* In the sandbox, before any overlay is mounted: the snapshot's entries
  * in the layer's upper directories, in overlayfs's form, by kiwi-rootfs in
- * one pass (the blob is checked again as it is read). kiwi-rootfs reads
+ * one pass (the blob's digest is checked as it is read). kiwi-rootfs reads
  * the blob from the fd the caller opened and parses it confined
  * (--confine: pivoted into a clone of the layer, so that nothing of the
  * host's tree or its /proc is in view). An image-based snapshot's root is
