@@ -34,11 +34,17 @@ struct kiwi_registry_entry {
 	uid_t uid;                 /* who started it */
 	char phase[64];            /* "" for a plain run */
 	char cgroup[256];          /* the cgroup's path in the hierarchy, "" for none */
-	char network[16];          /* "none" or "egress" */
+	char network[16];          /* "none", "egress" or "audit", as made (a session's, pinned at create) */
 	char command[256];         /* argv, space-joined, cut at 255 bytes */
 	int64_t started_ns;        /* CLOCK_REALTIME */
 	bool session;              /* a session (kiwi-run-session(1)): <id>.sock beside the entry */
+	/* A session's network taken away (phase verify --session): it has the
+	 * audit now, whatever network says. */
+	bool sealed;
 };
+
+/* The network e has now: network, or "audit" once sealed. */
+const char *kiwi_registry_network_now(const struct kiwi_registry_entry *e);
 
 struct kiwi_registry;   /* a registration: the locked file and its directory */
 
@@ -54,6 +60,12 @@ void kiwi_registry_set_command(struct kiwi_registry_entry *e, char *const *argv)
  * (The launcher calls it once the sandbox has lived 100 ms: see
  * KIWI_REGISTER_DELAY_MS in sandbox.c.) */
 int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry **out, kiwi_err *err);
+/* Replaces the state file with e's (the same id): a new file, locked,
+ * renamed over the old, which stays locked until kiwi_registry_remove(). */
+int kiwi_registry_update(struct kiwi_registry *r, const struct kiwi_registry_entry *e, kiwi_err *err);
+/* The entry as written, sealed (a session's network taken away).
+ * NULL-safe; nothing to do when it says so already. */
+int kiwi_registry_set_sealed(struct kiwi_registry *r, kiwi_err *err);
 /* Unlinks the file, drops the lock, frees. NULL-safe; never fails. */
 void kiwi_registry_remove(struct kiwi_registry *r);
 

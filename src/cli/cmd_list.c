@@ -45,7 +45,8 @@ static void print_table(const struct kiwi_registry_entry *v, size_t n, int64_t n
 		char age[32];
 		format_age(now - v[i].started_ns, age, sizeof(age));
 		printf("%-12s  %-8d  %-10s  %-32s  %-7s  %-7s  %s\n", v[i].id, (int)v[i].pid,
-		       v[i].phase[0] ? v[i].phase : "-", v[i].cgroup[0] ? v[i].cgroup : "-", v[i].network,
+		       v[i].phase[0] ? v[i].phase : "-", v[i].cgroup[0] ? v[i].cgroup : "-",
+		       kiwi_registry_network_now(&v[i]),
 		       age, v[i].command);
 	}
 }
@@ -82,7 +83,7 @@ static int print_json(const struct kiwi_registry_entry *v, size_t n, int64_t now
 		kiwi_jw_key(w, "cgroup");
 		kiwi_jw_string(w, v[i].cgroup[0] ? v[i].cgroup : NULL);
 		kiwi_jw_key(w, "network");
-		kiwi_jw_string(w, v[i].network);
+		kiwi_jw_string(w, kiwi_registry_network_now(&v[i]));
 		kiwi_jw_key(w, "command");
 		kiwi_jw_string(w, v[i].command);
 		kiwi_jw_key(w, "started");

@@ -34,6 +34,8 @@
 
 struct kiwi_registry {
 	int fd;            /* the state file, holding LOCK_EX */
+	int replaced_fd;   /* the one it replaced (kiwi_registry_update), still locked; -1: none */
+	struct kiwi_registry_entry entry;   /* what fd says */
 	int dirfd;
 	bool transient;    /* the /tmp fallback: removed once empty */
 	char dir[PATH_MAX];
@@ -280,6 +282,8 @@ char *kiwi_registry_format(const struct kiwi_registry_entry *e)
 	kiwi_jw_int(w, e->started_ns);
 	kiwi_jw_key(w, "session");
 	kiwi_jw_bool(w, e->session);
+	kiwi_jw_key(w, "sealed");
+	kiwi_jw_bool(w, e->sealed);
 	kiwi_jw_close_object(w);
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
@@ -344,6 +348,10 @@ int kiwi_registry_parse(const char *text, size_t len, struct kiwi_registry_entry
 	const kiwi_json *session = kiwi_json_get(root, "session");
 	if (session && !kiwi_json_bool(session, &e->session))
 		return kiwi_error(err, EINVAL, "registry", "`session` is not a boolean");
+	/* Optional too: written since sessions could be sealed. */
+	const kiwi_json *sealed = kiwi_json_get(root, "sealed");
+	if (sealed && !kiwi_json_bool(sealed, &e->sealed))
+		return kiwi_error(err, EINVAL, "registry", "`sealed` is not a boolean");
 	return 0;
 }
 
@@ -395,6 +403,8 @@ int kiwi_registry_add(const struct kiwi_registry_entry *e, struct kiwi_registry 
 	if (!text || !r)
 		return kiwi_error(err, ENOMEM, "registry", "out of memory");
 	snprintf(r->name, sizeof(r->name), "%s" SUFFIX, e->id);
+	r->entry = *e;
+	r->replaced_fd = -1;
 	/* The /tmp fallback is removed by the last sandbox to leave it; one
 	 * arriving at that moment makes it again. */
 	for (int tries = 0;; tries++) {
@@ -429,11 +439,65 @@ void kiwi_registry_remove(struct kiwi_registry *r)
 	/* Unlinked before the lock goes: no one ever sees it unlocked. */
 	unlinkat(r->dirfd, r->name, 0);
 	close(r->fd);
+	if (r->replaced_fd >= 0)
+		close(r->replaced_fd);
 	close(r->dirfd);
 	if (r->transient)
 		rmdir(r->dir);   /* fails while other sandboxes are registered */
 	free(r);
 	errno = saved;
+}
+
+/* ".<id>.json.new": kiwi_registry_update's file before its rename; one a
+ * SIGKILL left is unlocked, which gc removes. */
+static void update_name(const char *entry, char *out, size_t len)
+{
+	snprintf(out, len, ".%s.new", entry);
+}
+
+int kiwi_registry_update(struct kiwi_registry *r, const struct kiwi_registry_entry *e, kiwi_err *err)
+{
+	_cleanup_free_ char *text = kiwi_registry_format(e);
+	if (!text)
+		return kiwi_error(err, ENOMEM, "registry", "out of memory");
+	char tmp[sizeof(r->name) + 8];
+	update_name(r->name, tmp, sizeof(tmp));
+	struct regdir d = { .fd = r->dirfd };
+	snprintf(d.path, sizeof(d.path), "%s", r->dir);
+	/* A whole new file, locked before it is named, renamed over the old
+	 * one: a reader sees either text, never half of one, and the name is
+	 * never unlocked. */
+	_cleanup_close_ int fd = add_in(&d, tmp, text, err);
+	if (fd < 0)
+		return -1;
+	if (renameat(r->dirfd, tmp, r->dirfd, r->name) < 0) {
+		int saved = errno;
+		unlinkat(r->dirfd, tmp, 0);
+		return kiwi_error(err, saved, "registry", "cannot update `%s/%s`", r->dir, r->name);
+	}
+	/* The replaced file stays locked to the end: a gc that opened it by
+	 * name a moment ago must still find it held, or its unlink of the name
+	 * would remove the new entry. */
+	if (r->replaced_fd >= 0)
+		close(r->replaced_fd);
+	r->replaced_fd = r->fd;
+	r->fd = TAKE_FD(fd);
+	r->entry = *e;
+	return 0;
+}
+
+int kiwi_registry_set_sealed(struct kiwi_registry *r, kiwi_err *err)
+{
+	if (!r || r->entry.sealed)
+		return 0;
+	struct kiwi_registry_entry e = r->entry;
+	e.sealed = true;
+	return kiwi_registry_update(r, &e, err);
+}
+
+const char *kiwi_registry_network_now(const struct kiwi_registry_entry *e)
+{
+	return e->sealed ? "audit" : e->network;
 }
 
 /* ---- who holds what: /proc/locks ------------------------------------------ */
@@ -672,6 +736,16 @@ static int gc_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 	for (struct dirent *de; (de = readdir(dir));) {
 		if (stale_socket(d, de->d_name)) {
 			unlinkat(d->fd, de->d_name, 0);
+			continue;
+		}
+		size_t n = strlen(de->d_name);
+		bool update = n == KIWI_REGISTRY_ID_LEN + strlen(SUFFIX) + 5 && de->d_name[0] == '.' &&
+			      !strcmp(de->d_name + n - 4, ".new");
+		if (update) {
+			/* A kiwi_registry_update its writer did not finish. */
+			_cleanup_close_ int fd = openat(d->fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+				unlinkat(d->fd, de->d_name, 0);
 			continue;
 		}
 		if (!entry_name(de->d_name))

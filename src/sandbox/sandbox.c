@@ -310,6 +310,12 @@ static void seal_network(struct follow *f, int reaped)
 		r.ok = 0;
 	else
 		f->sealed = true;
+	/* `list` shows the network the sandbox has now: the audit a verify
+	 * gets. It is gone whether or not the entry says so: a failure to
+	 * say so fails no verify. */
+	kiwi_err ignored;
+	if (f->sealed)
+		(void)kiwi_registry_set_sealed(f->reg, &ignored);
 	if (f->seal_fd >= 0)
 		(void)!send(f->seal_fd, &r, sizeof(r), MSG_NOSIGNAL);
 	if (f->seal_fd >= 0)

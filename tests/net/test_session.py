@@ -58,6 +58,18 @@ class Sess:
         res = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
         return r, v, res
 
+    def network_listed(self):
+        """The NETWORK that `session list` and `session list --json` show."""
+        r = self.kiwi("session", "list", "--json")
+        assert r.returncode == 0, r.stderr
+        js = [e["network"] for e in json.loads(r.stdout) if e["id"] == self.id]
+        r = self.kiwi("session", "list")
+        assert r.returncode == 0, r.stderr
+        head, *rows = r.stdout.splitlines()
+        col = head.split().index("NETWORK")
+        text = [row.split()[col] for row in rows if row.split()[0] == self.id]
+        return js, text
+
     def destroy(self):
         r = self.kiwi("session", "destroy", self.id)
         ev = json.loads(r.stdout)
@@ -110,6 +122,7 @@ def test_install_then_verify_over_one_session(world, kiwi_run, rootfs, scratch):
         assert [(a["dst"], a["port"]) for a in v["egress_allowed"]] == [("203.0.113.10", 80)], v
         r = s.kiwi("session", "exec", s.id, "--", "/bin/ps")
         assert "sleep 1001" in r.stdout and "sleep 1002" in r.stdout, r.stdout
+        assert s.network_listed() == (["egress"], ["egress"])
 
         r, v, res = s.probes(("phase", "verify", "--session", s.id),
                              f"ps; env; {PROBE} tcp 203.0.113.10 80", env=env)
@@ -123,6 +136,8 @@ def test_install_then_verify_over_one_session(world, kiwi_run, rootfs, scratch):
         assert [(a["dst"], a["port"]) for a in v["network_attempts"]] == [("203.0.113.10", 80)], v
         # the host side went at the switch, not at destroy
         assert leftovers(world.host) == before, "the session's veth or table outlived the switch to verify"
+        # and `session list` shows the network the session has now
+        assert s.network_listed() == (["audit"], ["audit"])
 
         # for good: plain execs have no network either, install is refused
         r, v, res = s.probes(("session", "exec", s.id), f"{PROBE} tcp 198.51.100.10 443; {PROBE} cat /proc/net/dev")

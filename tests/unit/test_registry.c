@@ -46,6 +46,30 @@ Test(registry, round_trip_keeps_every_byte)
 	free(text);
 }
 
+Test(registry, a_sealed_session_has_the_audit_now)
+{
+	struct kiwi_registry_entry e = { .id = "abcdefabcdef", .pid = 7, .supervisor_pid = 6, .started_ns = 5,
+					 .session = true };
+	strcpy(e.network, "egress");
+	strcpy(e.command, "(session)");
+	struct kiwi_registry_entry back;
+	kiwi_err err = { 0 };
+	cr_assert_str_eq(kiwi_registry_network_now(&e), "egress");
+	e.sealed = true;
+	char *text = kiwi_registry_format(&e);
+	cr_assert_not_null(text);
+	cr_assert_eq(kiwi_registry_parse(text, strlen(text), &back, &err), 0, "%s: %s", text, err.msg);
+	/* The network pinned at create stays (exec and phase read it); what
+	 * the session has now is the audit. */
+	cr_assert(back.sealed);
+	cr_assert_str_eq(back.network, "egress");
+	cr_assert_str_eq(kiwi_registry_network_now(&back), "audit");
+	free(text);
+	/* Written before sessions could be sealed: not sealed. */
+	cr_assert_eq(kiwi_registry_parse(good, strlen(good), &back, &err), 0, "%s", err.msg);
+	cr_assert(!back.sealed);
+}
+
 Test(registry, refuses_what_is_not_an_entry)
 {
 	static const char *const bad[] = {
@@ -67,6 +91,9 @@ Test(registry, refuses_what_is_not_an_entry)
 		/* a network name longer than its field */
 		"{\"version\":1,\"id\":\"0123456789ab\",\"pid\":42,\"supervisor_pid\":41,\"uid\":0,\"phase\":null,"
 		"\"cgroup\":null,\"network\":\"egress-egress-egress\",\"command\":\"x\",\"started_ns\":1}",
+		/* sealed not a boolean */
+		"{\"version\":1,\"id\":\"0123456789ab\",\"pid\":42,\"supervisor_pid\":41,\"uid\":0,\"phase\":null,"
+		"\"cgroup\":null,\"network\":\"egress\",\"command\":\"x\",\"started_ns\":1,\"sealed\":1}",
 		/* duplicate keys */
 		"{\"version\":1,\"version\":1,\"id\":\"0123456789ab\",\"pid\":42,\"supervisor_pid\":41,\"uid\":0,"
 		"\"phase\":null,\"cgroup\":null,\"network\":\"none\",\"command\":\"x\",\"started_ns\":1}",
