@@ -105,6 +105,16 @@ int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *er
 int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
 /* Moves pid into cg (cgroup.procs). */
 int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);
+/* Delegation of cgroup.procs alone (a session's pid 1 starts each exec's
+ * leader in the exec's cgroup, kiwi/keeper.h): the file is given to uid,
+ * never the limit files nor cgroup.subtree_control. A writer of
+ * cgroup.procs moves a process only between cgroups whose common
+ * ancestor's cgroup.procs it may write too, so what is given below one
+ * cgroup keeps its moves below it. */
+int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, kiwi_err *err);
+/* Gives cg's cgroup.procs the owner of its parent's, when that is not
+ * us; *owner gets that owner. */
+int kiwi_cgroup_inherit_procs_owner(struct kiwi_cgroup *cg, uid_t *owner, kiwi_err *err);
 /* Where the unified hierarchy is mounted (/sys/fs/cgroup when it is
  * cgroup2, else the first cgroup2 mount). ENOENT when nowhere. */
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err);

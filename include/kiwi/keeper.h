@@ -7,9 +7,15 @@
  * session's supervisor accepted and checked) is handed to pid 1 with
  * KIWI_SYNC_EXEC_CONN; from then on the client talks to the leader alone:
  *
+ *   client -> supervisor  'x', with an O_DIRECTORY fd of the exec's own
+ *                      cgroup, made beforehand, where the session has a
+ *                      cgroup; it goes on to pid 1 with the connection
  *   client -> leader   KIWI_EXEC_REQUEST + strings, stdin/stdout/stderr fds
- *   leader -> client   KIWI_EXEC_READY + a pidfd of the leader
- *                      (the client moves it into the exec's cgroup)
+ *   leader -> client   KIWI_EXEC_READY + a pidfd of the leader: flags
+ *                      KIWI_EXEC_IN_CGROUP when pid 1 started it in the
+ *                      exec's cgroup (clone3 CLONE_INTO_CGROUP), else value
+ *                      is clone3's errno (0: no cgroup came, or an older
+ *                      pid 1) and the client moves it in (cgroup.procs)
  *   client -> leader   KIWI_EXEC_GO
  *   leader -> client   KIWI_EXEC_STARTED, or KIWI_EXEC_FAILED with the error
  *   client -> leader   KIWI_EXEC_KILL (timeout, signals) at any time
@@ -54,6 +60,9 @@ enum kiwi_exec_type {
  * COPY_OUT writes the file to fd 1. */
 #define KIWI_EXEC_COPY_IN 4u
 #define KIWI_EXEC_COPY_OUT 8u
+
+/* READY: the leader was born in the exec's cgroup. */
+#define KIWI_EXEC_IN_CGROUP 1u
 
 /* Bounds of a request: the strings are argv, then env, then cwd, each
  * NUL-terminated, packed after the header. */

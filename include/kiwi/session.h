@@ -28,6 +28,9 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err);
 /* The same with a whole request (its first byte the op). */
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err);
+/* kiwi_session_connect() with fd (>= 0) attached to the op: an exec's
+ * cgroup, for the session's pid 1 (kiwi/keeper.h). */
+int kiwi_session_connect_fd(const struct kiwi_registry_entry *e, char op, int fd, kiwi_err *err);
 /* KIWI_SESSION_OP_TALLY (kiwi/sandbox.h): *r; with since and tally, the
  * attempts since that mark (freed with free()); *audit_fd (NULL: closed):
  * a sealed session's network audit log, else -1. */
@@ -41,6 +44,8 @@ int kiwi_session_tally(const struct kiwi_registry_entry *e, const struct kiwi_eg
  * processes were killed. */
 int kiwi_session_seal(const struct kiwi_registry_entry *e, int *reaped, kiwi_err *err);
 
+struct kiwi_debug;
+
 struct kiwi_session_exec {
 	char *const *argv;
 	char *const *envp;
@@ -53,6 +58,7 @@ struct kiwi_session_exec {
 	bool output_limit_kill;
 	int stdout_dest, stderr_dest;
 	struct kiwi_tail *stdout_tail, *stderr_tail;
+	const struct kiwi_debug *debug;  /* --debug; NULL: off */
 };
 
 /* Runs one command in the session: the result is a run's, for that exec

@@ -5,6 +5,7 @@
 #ifndef KIWI_SYNC_H
 #define KIWI_SYNC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kiwi/err.h"
@@ -22,7 +23,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_LAYER_FD,       /* init -> parent  before #2: the writable layer's
 				   * root rides along (kiwi/fslayer.h) */
 	/* Sessions (kiwi/keeper.h): */
-	KIWI_SYNC_EXEC_CONN,      /* parent -> init  an exec client's connection rides along */
+	KIWI_SYNC_EXEC_CONN,      /* parent -> init  an exec client's connection rides along,
+				   * with the exec's cgroup when the client sent one */
 	KIWI_SYNC_EXEC_BEGIN,     /* init -> parent  an exec leader started; value: how many run */
 	KIWI_SYNC_EXEC_END,       /* init -> parent  an exec leader ended; value: how many run */
 	KIWI_SYNC_PURGE,          /* parent -> init  kill every process but pid 1, wait for all */
@@ -57,11 +59,16 @@ struct kiwi_sync_msg {
 int kiwi_sync_send(int sock, const struct kiwi_sync_msg *m);
 /* Sends m with a copy of fd attached. */
 int kiwi_sync_send_fd(int sock, const struct kiwi_sync_msg *m, int fd);
+/* Sends m with copies of the n_fds fds (at most 2) attached. */
+int kiwi_sync_send_fds(int sock, const struct kiwi_sync_msg *m, const int *fds, size_t n_fds);
 /* Returns 1 with a message, 0 on EOF (the other side is gone), -1 on error.
  * An fd that came along is closed. */
 int kiwi_sync_recv(int sock, struct kiwi_sync_msg *m, int flags);
 /* The same; an fd that came along (close-on-exec) goes to *fd, else -1. */
 int kiwi_sync_recv_fd(int sock, struct kiwi_sync_msg *m, int flags, int *fd);
+/* The same with up to two fds: fds[0], fds[1] get them in order, -1 for
+ * those that did not come (a third is closed). */
+int kiwi_sync_recv_fds(int sock, struct kiwi_sync_msg *m, int flags, int fds[2]);
 int64_t kiwi_clock_ns(int clock);
 
 #endif

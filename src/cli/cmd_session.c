@@ -565,6 +565,7 @@ bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e
 		.kill_grace_ns = s->a.cfg.kill_grace_ns, .output_limit = s->a.cfg.output_limit,
 		.output_limit_kill = s->a.cfg.output_limit_kill, .stdout_dest = STDOUT_FILENO,
 		.stderr_dest = STDERR_FILENO, .stdout_tail = s->a.cfg.stdout_tail, .stderr_tail = s->a.cfg.stderr_tail,
+		.debug = s->a.cfg.debug,
 	};
 	if (run_session_prepare_output(s) < 0)
 		return true;

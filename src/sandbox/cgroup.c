@@ -940,6 +940,23 @@ int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err)
 	return 0;
 }
 
+int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, kiwi_err *err)
+{
+	if (fchownat(cg->fd, "cgroup.procs", uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0)
+		return kiwi_error(err, errno, "cgroup", "cannot give `%s/cgroup.procs` to uid %u", cg->path,
+				  (unsigned)uid);
+	return 0;
+}
+
+int kiwi_cgroup_inherit_procs_owner(struct kiwi_cgroup *cg, uid_t *owner, kiwi_err *err)
+{
+	struct stat st;
+	if (fstatat(cg->fd, "../cgroup.procs", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return kiwi_error(err, errno, "cgroup", "cannot read the owner of `%s/../cgroup.procs`", cg->path);
+	*owner = st.st_uid;
+	return st.st_uid == geteuid() ? 0 : kiwi_cgroup_give_procs(cg, st.st_uid, err);
+}
+
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err)
 {
 	return find_mount(out, len, err);

@@ -10,6 +10,7 @@
 #include "kiwi/fslayer.h"
 #include "kiwi/openat2.h"
 #include "kiwi/pty.h"
+#include "kiwi/spawn.h"
 #include "kiwi/sync.h"
 
 #include <dirent.h>
@@ -326,7 +327,14 @@ _Noreturn static void leader_copy(struct leader *l)
 	_exit(0);
 }
 
-_Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer)
+/* How the leader came to be, for READY: in the exec's cgroup from its
+ * first instruction, or outside it with clone3's errno (0: not asked). */
+struct birth {
+	bool in_cgroup;
+	int clone_errno;
+};
+
+_Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer, struct birth b)
 {
 	struct leader l = { .conn = conn, .cmd = -1 };
 	kiwi_err err = { 0 };
@@ -351,7 +359,8 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	if ((l.req.flags & KIWI_EXEC_TTY) && open_exec_pty(&l, &err) < 0)
 		goto fail;
 	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY };
+	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY, .flags = b.in_cgroup ? KIWI_EXEC_IN_CGROUP : 0,
+				       .value = b.clone_errno };
 	if (self < 0 || kiwi_exec_send(conn, &ready, self) < 0) {
 		kiwi_error(&err, errno, "exec", "cannot hand the client a pidfd");
 		goto fail;
@@ -424,7 +433,35 @@ static void purge(struct keeper *k)
 	tell_supervisor(k, KIWI_SYNC_EXEC_END);
 }
 
-static void new_exec(struct keeper *k, int conn, const struct kiwi_init_args *args)
+/* The leader, in the exec's cgroup from its first instruction when the
+ * client sent one: clone3(CLONE_INTO_CGROUP) takes the cgroup core's
+ * fork lock as a reader, where moving it afterwards through cgroup.procs
+ * takes it as a writer and waits an RCU grace period (milliseconds,
+ * bench/RESULTS.md). The kernel checks our right to it as for a write to
+ * cgroup.procs (the client delegated that file, kiwi-run-session(1)); when
+ * it refuses (an older kernel, a cgroup namespace that does not see the
+ * cgroup under nsdelegate, a map the client could not delegate to), the
+ * leader is forked as before and says why in READY: the client moves it
+ * in itself, and --debug shows the errno. */
+static pid_t fork_leader(int exec_cg, struct birth *b)
+{
+	*b = (struct birth){ 0 };
+	if (exec_cg < 0)
+		return fork();
+	kiwi_err err = { 0 };
+	int pidfd = -1;
+	pid_t pid = kiwi_spawn(0, exec_cg, &pidfd, &err);
+	if (pid > 0)
+		close(pidfd);
+	if (pid >= 0) {
+		b->in_cgroup = true;
+		return pid;
+	}
+	b->clone_errno = err.errnum ? err.errnum : EINVAL;
+	return fork();
+}
+
+static void new_exec(struct keeper *k, int conn, int exec_cg, const struct kiwi_init_args *args)
 {
 	if (k->n_leaders == KIWI_KEEPER_MAX_EXECS) {
 		kiwi_err err = { 0 };
@@ -433,13 +470,18 @@ static void new_exec(struct keeper *k, int conn, const struct kiwi_init_args *ar
 		close(conn);
 		return;
 	}
-	pid_t pid = fork();
+	struct birth b;
+	pid_t pid = fork_leader(exec_cg, &b);
 	if (pid == 0) {
 		close(k->sock);
 		close(k->sfd);
+		/* The cgroup's directory would reach the host's cgroup tree
+		 * (openat ".."): the command never sees it. */
+		if (exec_cg >= 0)
+			close(exec_cg);
 		/* The parent-death signal was pid 1's: a leader outlives no
 		 * session anyway, the pid namespace ends with pid 1. */
-		leader_main(conn, args, k->layer);
+		leader_main(conn, args, k->layer, b);
 	}
 	close(conn);
 	if (pid > 0) {
@@ -472,11 +514,14 @@ _Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 		if (!pfd[0].revents)
 			continue;
 		struct kiwi_sync_msg m;
-		int fd, r = kiwi_sync_recv_fd(k.sock, &m, MSG_DONTWAIT, &fd);
+		int fds[2];
+		int r = kiwi_sync_recv_fds(k.sock, &m, MSG_DONTWAIT, fds);
+		int fd = fds[0];
+		_cleanup_close_ int exec_cg = fds[1];
 		if (r == 0 || (r < 0 && errno != EAGAIN))
 			_exit(0);  /* the supervisor is gone: so is the session */
 		if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0)
-			new_exec(&k, TAKE_FD(fd), args);
+			new_exec(&k, TAKE_FD(fd), exec_cg, args);
 		else if (r > 0 && m.type == KIWI_SYNC_PURGE)
 			purge(&k);
 		else if (r > 0 && m.type == KIWI_SYNC_KILL && m.value == SIGKILL)

@@ -527,7 +527,11 @@ static void on_client(struct follow *f)
 		char op;
 		struct kiwi_session_tally_request tally;
 	} req = { 0 };
-	ssize_t n = recv(conn, &req, sizeof(req), 0);
+	/* An exec may bring its own cgroup's directory (kiwi/keeper.h), for
+	 * pid 1 to start the exec's leader in; the kernel checks pid 1's
+	 * right to it when pid 1 uses it, so it is passed on as it came. */
+	_cleanup_close_ int exec_cg = -1;
+	ssize_t n = kiwi_recv_fd(conn, &req, sizeof(req), 0, &exec_cg);
 	if (n < 1)
 		return;
 	char op = req.op;
@@ -535,7 +539,8 @@ static void on_client(struct follow *f)
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (op == 'x' && !f->killing) {
 		struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
-		kiwi_sync_send_fd(f->sock, &m, conn);
+		const int fds[] = { conn, exec_cg };
+		kiwi_sync_send_fds(f->sock, &m, fds, exec_cg >= 0 ? 2 : 1);
 	} else if (op == 's' && f->session->snapshot && !f->killing) {
 		f->session->snapshot(f->session->ctx, conn, f->layer_fd, f->cg);
 	} else if (op == KIWI_SESSION_OP_TALLY) {
@@ -930,6 +935,46 @@ static int end_layer(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	return 0;
 }
 
+/* The host uid pid 1 runs as: the outside of its inside uid (0 where the
+ * map has it, else --user's, as init.c's become_setup_ids picks). */
+static uid_t pid1_host_uid(const struct kiwi_sandbox_config *cfg)
+{
+	const struct kiwi_idmap *m = cfg->idmap;
+	if (!m)
+		return geteuid();  /* our own uid at 0 (root: 0 at 0) */
+	uint32_t inside = kiwi_idmap_maps(m->uid, m->n_uid, 0) ? 0 : cfg->uid;
+	for (size_t i = 0; i < m->n_uid; i++)
+		if (inside >= m->uid[i].inside && inside - m->uid[i].inside < m->uid[i].count)
+			return (uid_t)(m->uid[i].outside + (inside - m->uid[i].inside));
+	return geteuid();
+}
+
+/* A session's pid 1 starts each exec's leader in the exec's own cgroup
+ * with clone3(CLONE_INTO_CGROUP) (kiwi/keeper.h). The kernel checks that
+ * as a write to cgroup.procs by pid 1's host fsuid, of the target and of
+ * the common ancestor of pid 1's cgroup and the target: this one. So its
+ * cgroup.procs alone is pid 1's (each exec's is given the same owner by
+ * the exec client), never a limit file nor cgroup.subtree_control, and
+ * the kernel keeps every move such a writer makes below this cgroup: out
+ * of it or into another session's, the common ancestor is root's.
+ * Where it cannot be given (a rootless map whose 0 is not the caller),
+ * clone3 is refused and the exec falls back to the client's move, which
+ * --debug of session exec reports with the errno. */
+static void delegate_procs(const struct kiwi_sandbox_config *cfg, struct kiwi_cgroup *cg)
+{
+	uid_t uid = pid1_host_uid(cfg);
+	kiwi_err e = { 0 };
+	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
+	if (uid == geteuid())
+		return;
+	if (kiwi_cgroup_give_procs(cg, uid, &e) < 0)
+		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-delegate", "%s: %s (execs will be moved in)", e.msg,
+			   strerror(e.errnum));
+	else
+		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-delegate", "%s/cgroup.procs to uid %u (pid 1's)",
+			   kiwi_cgroup_name(cg), (unsigned)uid);
+}
+
 static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
 			    struct kiwi_cgroup *cg, kiwi_err *err);
 
@@ -949,6 +994,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 		f.cg_leaf_fd = kiwi_cgroup_open_leaf(cg, "keeper", err);
 		if (f.cg_leaf_fd < 0)
 			return -1;
+		delegate_procs(cfg, cg);
 	}
 	uint64_t limit = cfg->output_limit ? cfg->output_limit : UINT64_MAX;
 	if (cfg->tty) {

@@ -24,21 +24,43 @@ int kiwi_sync_send_fd(int sock, const struct kiwi_sync_msg *m, int fd)
 	return kiwi_send_fd(sock, m, sizeof(*m), fd) == (ssize_t)sizeof(*m) ? 0 : -1;
 }
 
-int kiwi_sync_recv_fd(int sock, struct kiwi_sync_msg *m, int flags, int *fd)
+int kiwi_sync_send_fds(int sock, const struct kiwi_sync_msg *m, const int *fds, size_t n_fds)
 {
-	ssize_t n = kiwi_recv_fd(sock, m, sizeof(*m), flags, fd);
+	return kiwi_send_fds(sock, m, sizeof(*m), fds, n_fds) == (ssize_t)sizeof(*m) ? 0 : -1;
+}
+
+int kiwi_sync_recv_fds(int sock, struct kiwi_sync_msg *m, int flags, int fds[2])
+{
+	int got[KIWI_MAX_PASSED_FDS];
+	size_t n_got;
+	ssize_t n = kiwi_recv_fds(sock, m, sizeof(*m), flags, got, &n_got);
+	fds[0] = fds[1] = -1;
+	for (size_t i = 0; i < n_got; i++) {
+		if (i < 2 && n == (ssize_t)sizeof(*m))
+			fds[i] = got[i];
+		else
+			close(got[i]);
+	}
 	if (n == 0 || (n < 0 && errno == ECONNRESET))
 		return 0;
 	if (n != (ssize_t)sizeof(*m)) {
 		if (n >= 0)
 			errno = EPROTO;
-		if (*fd >= 0)
-			close(TAKE_FD(*fd));
 		return -1;
 	}
 	m->err.step[sizeof(m->err.step) - 1] = '\0';
 	m->err.msg[sizeof(m->err.msg) - 1] = '\0';
 	return 1;
+}
+
+int kiwi_sync_recv_fd(int sock, struct kiwi_sync_msg *m, int flags, int *fd)
+{
+	int fds[2];
+	int r = kiwi_sync_recv_fds(sock, m, flags, fds);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	*fd = fds[0];
+	return r;
 }
 
 int kiwi_sync_recv(int sock, struct kiwi_sync_msg *m, int flags)

@@ -6,6 +6,7 @@
 #include "kiwi/session.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/debug.h"
 #include "kiwi/idmount.h"
 #include "kiwi/keeper.h"
 #include "kiwi/net_audit.h"
@@ -41,6 +42,7 @@ struct client {
 	struct kiwi_term term;
 	struct kiwi_pty_input in;
 	int64_t exec_mono;
+	int64_t asked_ns;          /* --debug: when the request went */
 	bool exited, conn_gone, killing, grace_armed, failed, killed_whole;
 };
 
@@ -60,26 +62,62 @@ static pid_t pidfd_host_pid(int pidfd)
 }
 
 /* The exec's own cgroup, so that its memory, OOM kills and pids are its
- * own: <session>/exec-<random>, the leader moved in before it forks. A
- * session without a cgroup (or one kiwi-helper holds) has none: the
+ * own: <session>/exec-<random>, made before the leader is asked for, so
+ * that the session's pid 1 can start the leader in it (kiwi/keeper.h). Its
+ * cgroup.procs gets the owner of the session's, pid 1's (sandbox.c,
+ * delegate_procs): the kernel asks pid 1 for write permission on both.
+ * A session without a cgroup (or one kiwi-helper holds) has none: the
  * leader still ends the exec's tree, as a subreaper. */
-static void enter_own_cgroup(struct client *c, const struct kiwi_registry_entry *e, int pidfd)
+static void make_own_cgroup(struct client *c, const struct kiwi_registry_entry *e)
 {
 	if (!e->cgroup[0])
 		return;
+	const struct kiwi_debug *dbg = c->x->debug;
+	int64_t t = KIWI_DEBUG_NOW(dbg);
 	unsigned char r[4];
 	char leaf[32];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		return;
 	snprintf(leaf, sizeof(leaf), "exec-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
-	kiwi_err ignored = { 0 };
-	pid_t pid = pidfd_host_pid(pidfd);
-	if (pid <= 0 || kiwi_cgroup_open_child(e->cgroup, leaf, &c->cg, &ignored) < 0)
+	kiwi_err why = { 0 };
+	uid_t owner = geteuid();
+	if (kiwi_cgroup_open_child(e->cgroup, leaf, &c->cg, &why) < 0)
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none of its own: %s: %s", why.msg, strerror(why.errnum));
+	else if (kiwi_cgroup_inherit_procs_owner(c->cg, &owner, &why) < 0)
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made; %s: %s", kiwi_cgroup_name(c->cg), why.msg,
+			   strerror(why.errnum));
+	else
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made, cgroup.procs uid %u", kiwi_cgroup_name(c->cg),
+			   (unsigned)owner);
+}
+
+/* Once READY came: the leader was born in the exec's cgroup, or (pid 1
+ * could not, or is older than this) it is moved in now, before GO,
+ * through cgroup.procs, which waits for the cgroup core's fork lock as a
+ * writer. Either way --debug says which, and why clone3 was refused: an
+ * EPERM here is a delegation gone wrong, never to be hidden. */
+static void enter_own_cgroup(struct client *c, const struct kiwi_exec_msg *ready, int pidfd)
+{
+	if (!c->cg)
 		return;
-	if (kiwi_cgroup_enter(c->cg, pid, &ignored) < 0) {
-		kiwi_cgroup_destroy(TAKE_PTR(c->cg), NULL);
+	const struct kiwi_debug *dbg = c->x->debug;
+	if (ready->flags & KIWI_EXEC_IN_CGROUP) {
+		KIWI_DEBUG(dbg, "run", c->asked_ns, "exec-cgroup", "leader born in %s (clone3 CLONE_INTO_CGROUP)",
+			   kiwi_cgroup_name(c->cg));
 		return;
 	}
+	int64_t t = KIWI_DEBUG_NOW(dbg);
+	const char *why = ready->value ? strerror(ready->value) : "not tried by the session's pid 1";
+	kiwi_err e = { 0 };
+	pid_t pid = pidfd_host_pid(pidfd);
+	if (pid > 0 && kiwi_cgroup_enter(c->cg, pid, &e) == 0) {
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "leader moved into %s through cgroup.procs (clone3 into it: %s)",
+			   kiwi_cgroup_name(c->cg), why);
+		return;
+	}
+	KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none of its own (clone3 into it: %s; then %s: %s)", why,
+		   pid > 0 ? e.msg : "the leader's pid", strerror(pid > 0 ? e.errnum : ESRCH));
+	kiwi_cgroup_destroy(TAKE_PTR(c->cg), NULL);
 }
 
 static int fail(struct client *c, const kiwi_err *e)
@@ -271,6 +309,7 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 	if (geteuid() == 0 && kiwi_idmount_root_of(e->pid, &uid, &gid) == 0 && uid != 0 &&
 	    kiwi_idmount_give_pipes(&r.fds[1], 2, uid, gid, c->err) < 0)
 		return -1;
+	c->asked_ns = KIWI_DEBUG_NOW(x->debug);
 	if (kiwi_exec_send_request(c->conn, &r, c->err) < 0)
 		return -1;
 	kiwi_closep(&c->out.write_fd);
@@ -296,7 +335,7 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 		return kiwi_error(c->err, EPROTO, "exec", "an unexpected message from the session");
 	}
 	c->leader = fd;
-	enter_own_cgroup(c, e, c->leader);
+	enter_own_cgroup(c, &m, c->leader);
 	m = (struct kiwi_exec_msg){ .type = KIWI_EXEC_GO };
 	if (kiwi_exec_send(c->conn, &m, -1) < 0)
 		return kiwi_error(c->err, errno, "exec", "cannot start the exec");
@@ -390,11 +429,12 @@ static int run_exec(struct client *c, const struct kiwi_registry_entry *e)
 {
 	if (open_streams(c) < 0)
 		return -1;
-	c->conn = kiwi_session_connect(e, 'x', c->err);
+	make_own_cgroup(c, e);
+	c->conn = kiwi_session_connect_fd(e, 'x', c->cg ? kiwi_cgroup_fd(c->cg) : -1, c->err);
 	c->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (c->conn < 0 || c->timerfd < 0)
-		return c->conn < 0 ? -1 : kiwi_error(c->err, errno, "exec", "cannot make a timer");
-	if (start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
+	if (c->conn < 0 || c->timerfd < 0 || start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
+		if (c->conn >= 0 && c->timerfd < 0)
+			kiwi_error(c->err, errno, "exec", "cannot make a timer");
 		if (c->cg)
 			kiwi_cgroup_destroy(TAKE_PTR(c->cg), NULL);
 		return -1;

@@ -48,25 +48,35 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 	return 0;
 }
 
-int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
+static int request(const struct kiwi_registry_entry *e, const void *req, size_t len, int fd, kiwi_err *err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	if (kiwi_session_socket_path(e->id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
 		return -1;
-	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	_cleanup_close_ int conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (conn < 0)
 		return kiwi_error(err, errno, "session", "cannot create a socket");
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+	if (connect(conn, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", e->id,
 				  errno == ENOENT || errno == ECONNREFUSED ? "it is ending" : "its socket");
-	if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+	if (kiwi_send_fd(conn, req, len, fd) != (ssize_t)len)
 		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", e->id);
-	return TAKE_FD(fd);
+	return TAKE_FD(conn);
+}
+
+int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
+{
+	return request(e, req, len, -1, err);
 }
 
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
 {
-	return kiwi_session_request(e, &op, 1, err);
+	return request(e, &op, 1, -1, err);
+}
+
+int kiwi_session_connect_fd(const struct kiwi_registry_entry *e, char op, int fd, kiwi_err *err)
+{
+	return request(e, &op, 1, fd, err);
 }
 
 /* One message, as recv returns it (EINTR retried). */

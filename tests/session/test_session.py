@@ -2,10 +2,12 @@
 """kiwi-run session (kiwi-run-session(1)), root and rootless: one sandbox
 across many execs, each with a verdict of its own; what an exec starts ends
 with it; destroy proves a clean end; nobody else reaches a session."""
+import errno
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -389,3 +391,116 @@ def test_exec_tty_is_the_sessions_own_terminal(session, kiwi):
     text = out.decode(errors="replace")
     assert os.WEXITSTATUS(status) == 0, text
     assert "/dev/pts/" in text and "got:hello" in text and "both" in text, text
+
+
+def cgroup2_mount():
+    """The host's cgroup2 mount point (the unified hierarchy), or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            if post.split()[0] == "cgroup2":
+                return pre.split()[4]
+    return None
+
+
+def exec_cgroup_or_skip(v):
+    if v["cgroup"] is None:
+        pytest.skip("this session's execs have no cgroup of their own here (no cgroup2 the caller may "
+                    "write, or kiwi-helper's): nothing to be born in")
+    return v["cgroup"]
+
+
+def test_exec_leader_is_born_in_its_own_cgroup(session):
+    """Issue 14: pid 1 starts the exec's leader with clone3(CLONE_INTO_CGROUP)
+    in the exec's cgroup, made before the leader is asked for, instead of
+    the client moving it in afterwards through cgroup.procs. The command
+    reads its own cgroup; --debug says which way the leader got there."""
+    s = session()
+    p, v = s.exec_verdict("cat", "/proc/self/cgroup", opts=["--debug"])
+    assert p.returncode == 0, explain(p)
+    name = exec_cgroup_or_skip(v)
+    leaf = name.rsplit("/", 1)[1]
+    assert leaf.startswith("exec-"), v
+    # The session's cgroup namespace is rooted at <session>/keeper.
+    assert "0::/../" + leaf + "\n" in p.stdout, explain(p)
+    lines = [ln for ln in p.stderr.splitlines() if " exec-cgroup " in ln]
+    assert any(f"leader born in {name} (clone3 CLONE_INTO_CGROUP)" in ln for ln in lines), explain(p)
+    assert not any("through cgroup.procs" in ln for ln in lines), explain(p)
+
+
+def test_exec_cgroup_fallback_names_the_refusal(session, kiwi):
+    """Where pid 1 may not clone into the exec's cgroup (here: the session's
+    cgroup.procs taken back from it, as a map the caller cannot delegate
+    to would leave it), the client moves the leader in, and --debug names
+    clone3's errno: the exec still has its own cgroup, and an EACCES is
+    never silent."""
+    if kiwi.mode != "root":
+        pytest.skip("takes back a delegation only a root session's supervisor makes")
+    s = session()
+    p, v = s.exec_verdict("true")
+    session_cg = Path(cgroup2_mount() + exec_cgroup_or_skip(v)).parent
+    os.chown(session_cg / "cgroup.procs", 0, -1)
+    p, v = s.exec_verdict("cat", "/proc/self/cgroup", opts=["--debug"])
+    assert p.returncode == 0, explain(p)
+    leaf = v["cgroup"].rsplit("/", 1)[1]
+    assert "0::/../" + leaf + "\n" in p.stdout, explain(p)
+    want = f"leader moved into {v['cgroup']} through cgroup.procs (clone3 into it: {os.strerror(errno.EACCES)})"
+    assert want in p.stderr, explain(p)
+
+
+def keep_sleeping(s):
+    """A sleep left running by a kept exec, in that exec's cgroup: (host
+    pid, the cgroup's directory on the host)."""
+    p, v = s.exec_verdict("/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 &", opts=["--keep-background"])
+    assert p.returncode == 0, explain(p)
+    d = Path(cgroup2_mount() + exec_cgroup_or_skip(v))
+    pids = (d / "cgroup.procs").read_text().split()
+    assert len(pids) == 1, pids
+    return int(pids[0]), d
+
+
+def test_delegated_cgroup_procs_keeps_moves_inside_the_session(session, kiwi):
+    """Attack: pid 1's host uid may write the session's cgroup.procs and
+    each exec's (the delegation clone3 into an exec's cgroup needs). A
+    process with that uid and a full view of the host's cgroup tree (more
+    than a command has: inside, no cgroup2 is mounted nor mountable)
+    still moves nothing out of its session or into another one: the kernel
+    asks for the common ancestor's cgroup.procs too, which is root's."""
+    if kiwi.mode != "root":
+        pytest.skip("the attacker takes the uid of a root session's pid 1 (kiwi's range)")
+    a, b = session(), session()
+    r = a.sh("mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg && echo MOUNTED; "
+             "grep -c ' - cgroup2 ' /proc/self/mountinfo")
+    assert "MOUNTED" not in r.stdout and r.stdout.strip().endswith("0"), explain(r)
+    pid_a, cg_a = keep_sleeping(a)
+    pid_a2, cg_a2 = keep_sleeping(a)
+    pid_b, cg_b = keep_sleeping(b)
+    owner = os.stat(cg_b / "cgroup.procs").st_uid
+    assert owner != 0 and owner == os.stat(cg_a / "cgroup.procs").st_uid, "nothing was delegated"
+    assert os.stat(cg_b.parent / "cgroup.procs").st_uid == owner
+    for f in ("memory.max", "pids.max", "cgroup.subtree_control", "cgroup.kill"):
+        if (cg_b / f).exists():
+            assert os.stat(cg_b / f).st_uid == 0, f"{f} was delegated too"
+
+    def move(pid, cg):
+        """The errno of writing pid into cg's cgroup.procs as owner (0: moved)."""
+        script = ("import os, sys\n"
+                  "os.setgroups([]); os.setresgid(*[int(sys.argv[1])] * 3); os.setresuid(*[int(sys.argv[1])] * 3)\n"
+                  "try:\n"
+                  "    fd = os.open(sys.argv[3] + '/cgroup.procs', os.O_WRONLY); os.write(fd, sys.argv[2].encode())\n"
+                  "except OSError as e:\n"
+                  "    sys.exit(e.errno)\n")
+        return subprocess.run([sys.executable, "-c", script, str(owner), str(pid), str(cg)],
+                              capture_output=True, text=True, timeout=30).returncode
+    escapes = [(pid_a, cg_b), (pid_b, cg_a), (pid_a, cg_b.parent), (pid_a, cg_a.parent.parent),
+               (pid_a, cg_a.parent / "keeper"), (pid_a, Path(cgroup2_mount()))]
+    for pid, dest in escapes:
+        got = move(pid, dest)
+        assert got == errno.EACCES, f"moving {pid} into {dest}: {os.strerror(got) if got else 'moved'}"
+    assert (cg_a / "cgroup.procs").read_text().split() == [str(pid_a)]
+    assert (cg_b / "cgroup.procs").read_text().split() == [str(pid_b)]
+    # The control: within its own session the same writer moves (so the
+    # refusals above are the kernel's common-ancestor check, not a file
+    # the uid could not open).
+    assert move(pid_a, cg_a2) == 0, "the writer could not move within its own session"
+    assert sorted((cg_a2 / "cgroup.procs").read_text().split()) == sorted([str(pid_a), str(pid_a2)])
