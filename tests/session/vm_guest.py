@@ -40,11 +40,28 @@ def exec_verdict(mode, sid, cmd, opts=()):
     return r, verdict
 
 
+def check_exec_cgroup_path(mode, sid):
+    """The command runs in its exec's cgroup, whichever way its leader got
+    there (kiwi-run-session(1): pid 1's clone3 CLONE_INTO_CGROUP, or the
+    client's move, with clone3's errno, where nsdelegate keeps the exec's
+    cgroup out of pid 1's cgroup namespace); --debug says which."""
+    r, v = exec_verdict(mode, sid, ["cat", "/proc/self/cgroup"], ["--debug"])
+    assert r.returncode == 0 and v and v["cgroup"], explain(r)
+    name = v["cgroup"]
+    assert r.stdout == "0::/../" + name.rsplit("/", 1)[1] + "\n", explain(r)
+    lines = [ln for ln in r.stderr.splitlines() if " exec-cgroup " in ln]
+    print(f"#   {mode}: " + "\n#   ".join(ln.split(" exec-cgroup ", 1)[1] for ln in lines))
+    born = any(f"leader born in {name} (clone3" in ln for ln in lines)
+    moved = any(f"leader moved into {name} through cgroup.procs (clone3 into it: " in ln for ln in lines)
+    assert born != moved, explain(r)
+
+
 def check_exec_oom_is_its_own(mode, rootfs):
     r = kiwi(["session", "create", "--rootfs", rootfs, "--memory", "64M", "--pids", "64"], mode)
     assert r.returncode == 0, explain(r)
     sid = r.stdout.strip()
     try:
+        check_exec_cgroup_path(mode, sid)
         r, v = exec_verdict(mode, sid, ["/bin/sh", "-c", "echo keep > /tmp/kept"])
         assert r.returncode == 0 and v, explain(r)
         r, v = exec_verdict(mode, sid, ["/bin/sh", "-c", "dd if=/dev/zero of=/dev/null bs=200M count=1"])
