@@ -34,7 +34,15 @@ struct kiwi_layer_write_opts {
 	 * whenever it is read, so one a crash cut short is refused, not
 	 * trusted; the wait for the disk would double its time. */
 	bool no_sync;
+	/* NULL, or the writer's scratch tag: its scratch files are named
+	 * .tmp-<scratch>-..., which `kiwi-run gc` removes once the writer's
+	 * record is unlocked (kiwi-run-session(1)). */
+	const char *scratch;
 };
+
+/* The name of a scratch file: .tmp-<scratch>-<what> with a tag, else
+ * <fallback>. */
+void kiwi_oci_scratch_name(char *out, size_t len, const char *scratch, const char *what, const char *fallback);
 
 /* Writes the trees as one layer into blobs_fd in one pass: *layer is the
  * blob's descriptor (no media type), diff_id (KIWI_DIGEST_MAX bytes) the
@@ -48,11 +56,12 @@ void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const
 void kiwi_oci_emit_layers(kiwi_json_writer *w, const struct kiwi_image *base, const kiwi_json *base_history,
 			  const char *diff_id, const char *created, const char *created_by);
 const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c);
-/* Stores the writer's text as a blob. */
-int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err);
+/* Stores the writer's text as a blob (scratch: as in kiwi_layer_write_opts). */
+int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, const char *scratch, struct kiwi_descriptor *d,
+			kiwi_err *err);
 /* Rewrites index.json with every entry but the one tagged tag, then m. */
 int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
-			  const char *os, const char *arch, kiwi_err *err);
+			  const char *os, const char *arch, const char *scratch, kiwi_err *err);
 /* Makes the layout at path (and blobs/sha256, oci-layout) if missing;
  * *created says whether path itself was made. Returns its fd. */
 int kiwi_oci_prepare_layout(const char *path, bool *created, kiwi_err *err);

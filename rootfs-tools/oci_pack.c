@@ -293,15 +293,27 @@ static int pack_dir(struct packer *p, int dfd, size_t len)
 /* A scratch file in blobs/sha256 that becomes blobs/sha256/<hex> by rename. */
 struct blob_out {
 	int blobs_fd;
-	char tmp[64];
+	char tmp[96];
 	int fd;
 	kiwi_hasher *h;
 };
 
-static int blob_begin(struct blob_out *b, int blobs_fd, kiwi_err *err)
+void kiwi_oci_scratch_name(char *out, size_t len, const char *scratch, const char *what, const char *fallback)
+{
+	if (scratch)
+		snprintf(out, len, ".tmp-%s-%s", scratch, what);
+	else
+		snprintf(out, len, "%s", fallback);
+}
+
+static int blob_begin(struct blob_out *b, int blobs_fd, const char *scratch, kiwi_err *err)
 {
 	*b = (struct blob_out){ .blobs_fd = blobs_fd, .fd = -1 };
-	snprintf(b->tmp, sizeof(b->tmp), ".tmp-%d-%ld", getpid(), (long)random());
+	char what[48];
+	snprintf(what, sizeof(what), "%d-%ld", getpid(), (long)random());
+	char fallback[64];
+	snprintf(fallback, sizeof(fallback), ".tmp-%s", what);
+	kiwi_oci_scratch_name(b->tmp, sizeof(b->tmp), scratch, what, fallback);
 	b->fd = openat(blobs_fd, b->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	b->h = kiwi_hasher_new(KIWI_DIGEST_SHA256);
 	if (b->fd < 0 || !b->h)
@@ -335,11 +347,11 @@ static int blob_commit(struct blob_out *b, struct kiwi_descriptor *d, bool sync,
 	return 0;
 }
 
-static int write_blob(int blobs_fd, const char *data, size_t len, struct kiwi_descriptor *d,
+static int write_blob(int blobs_fd, const char *data, size_t len, const char *scratch, struct kiwi_descriptor *d,
 		      kiwi_err *err)
 {
 	struct blob_out b;
-	if (blob_begin(&b, blobs_fd, err) < 0) {
+	if (blob_begin(&b, blobs_fd, scratch, err) < 0) {
 		blob_abort(&b);
 		return -1;
 	}
@@ -432,7 +444,7 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 			 char *diff_id, kiwi_err *err)
 {
 	struct blob_out b;
-	if (blob_begin(&b, blobs_fd, err) < 0) {
+	if (blob_begin(&b, blobs_fd, o->scratch, err) < 0) {
 		blob_abort(&b);
 		return -1;
 	}
@@ -557,17 +569,20 @@ const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c)
 				      : "application/vnd.oci.image.layer.v1.tar";
 }
 
-int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, struct kiwi_descriptor *d, kiwi_err *err)
+int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, const char *scratch, struct kiwi_descriptor *d,
+			kiwi_err *err)
 {
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
-	return write_blob(blobs_fd, text, len, d, err);
+	return write_blob(blobs_fd, text, len, scratch, d, err);
 }
 
 /* Rewrites index.json with every entry but the one tagged tag, then ours. */
 int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
-			const char *os, const char *arch, kiwi_err *err)
+			const char *os, const char *arch, const char *scratch, kiwi_err *err)
 {
+	char tmp[96];
+	kiwi_oci_scratch_name(tmp, sizeof(tmp), scratch, "index.json", ".index.json.tmp");
 	_cleanup_json_ kiwi_json *old = NULL;
 	_cleanup_close_ int ifd = openat(layout_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (ifd >= 0) {
@@ -614,11 +629,11 @@ int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_desc
 	kiwi_jw_close_object(w);
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
-	_cleanup_close_ int fd = openat(layout_fd, ".index.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	_cleanup_close_ int fd = openat(layout_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 ||
-	    renameat(layout_fd, ".index.json.tmp", layout_fd, "index.json") < 0) {
+	    renameat(layout_fd, tmp, layout_fd, "index.json") < 0) {
 		int e = errno ? errno : EIO;
-		unlinkat(layout_fd, ".index.json.tmp", 0);
+		unlinkat(layout_fd, tmp, 0);
 		return kiwi_error(err, e, "pack", "cannot write index.json");
 	}
 	return 0;
@@ -678,7 +693,7 @@ static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct ki
 	if (!cw || !mw)
 		return kiwi_error(err, ENOMEM, "pack", "out of memory");
 	emit_config(cw, o, plat, slash + 1, created, diff_id);
-	if (kiwi_oci_store_json(blobs_fd, cw, &config, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, cw, NULL, &config, err) < 0)
 		return -1;
 	kiwi_jw_open_object(mw);
 	kiwi_jw_key(mw, "schemaVersion");
@@ -696,8 +711,8 @@ static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct ki
 	kiwi_jw_close_object(mw);
 	kiwi_jw_close_array(mw);
 	kiwi_jw_close_object(mw);
-	if (kiwi_oci_store_json(blobs_fd, mw, &manifest, err) < 0 ||
-	    kiwi_oci_update_index(layout_fd, tag, &manifest, plat, slash + 1, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, mw, NULL, &manifest, err) < 0 ||
+	    kiwi_oci_update_index(layout_fd, tag, &manifest, plat, slash + 1, NULL, err) < 0)
 		return -1;
 	if (digest_out)
 		memcpy(digest_out, manifest.digest, KIWI_DIGEST_MAX);

@@ -38,9 +38,10 @@ static int copy_fd(int in, int out)
  * filesystem), or copied beside its name and renamed into place. The
  * base was checked when the session was made from it; a restore checks
  * every blob again. */
-static int copy_blob(int from, int to, const char *digest, kiwi_err *err)
+static int copy_blob(int from, int to, const char *digest, const char *scratch, kiwi_err *err)
 {
-	char path[KIWI_DIGEST_MAX + 16], tmp[KIWI_DIGEST_MAX + 32];
+	char path[KIWI_DIGEST_MAX + 16], tmp[2 * KIWI_DIGEST_MAX + 160], fallback[KIWI_DIGEST_MAX + 32],
+	     name[KIWI_DIGEST_MAX + 64];
 	blob_path(digest, path, sizeof(path));
 	struct stat st;
 	if (fstatat(to, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || linkat(from, path, to, path, 0) == 0)
@@ -52,7 +53,9 @@ static int copy_blob(int from, int to, const char *digest, kiwi_err *err)
 	_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
 	if (in < 0)
 		return kiwi_error_wrap(err, "the base image");
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, getpid());
+	snprintf(fallback, sizeof(fallback), "%s.tmp-%d", strrchr(path, '/') + 1, getpid());
+	kiwi_oci_scratch_name(name, sizeof(name), scratch, strchr(digest, ':') + 1, fallback);
+	snprintf(tmp, sizeof(tmp), "%s/%s", dir, name);
 	_cleanup_close_ int out = openat(to, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (out < 0 || copy_fd(in, out) < 0 || fsync(out) < 0 || renameat(to, tmp, to, path) < 0) {
 		int e = errno;
@@ -130,10 +133,10 @@ static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snaps
 	if (blobs_fd < 0)
 		return kiwi_error(err, errno, "snapshot", "cannot open blobs/sha256");
 	for (size_t i = 0; img && i < img->n_layers; i++)
-		if (copy_blob(base_l->fd, layout_fd, img->layers[i].digest, err) < 0)
+		if (copy_blob(base_l->fd, layout_fd, img->layers[i].digest, o->scratch, err) < 0)
 			return -1;
 	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids,
-						  .no_sync = true };
+						  .no_sync = true, .scratch = o->scratch };
 	if (kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err) < 0)
 		return -1;
 	_cleanup_json_ kiwi_json *base = NULL;
@@ -149,14 +152,14 @@ static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snaps
 	if (!cw || !mw)
 		return kiwi_error(err, ENOMEM, "snapshot", "out of memory");
 	emit_config(cw, base, img, out->diff_id, created);
-	if (kiwi_oci_store_json(blobs_fd, cw, &config, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, cw, o->scratch, &config, err) < 0)
 		return -1;
 	emit_manifest(mw, img, &config, o, &out->layer);
 	const char *os = img && img->config.os ? img->config.os : "linux";
 	const char *arch = img && img->config.architecture ? img->config.architecture
 							   : strchr(KIWI_OCI_DEFAULT_PLATFORM, '/') + 1;
-	if (kiwi_oci_store_json(blobs_fd, mw, &manifest, err) < 0 ||
-	    kiwi_oci_update_index(layout_fd, tag, &manifest, os, arch, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, mw, o->scratch, &manifest, err) < 0 ||
+	    kiwi_oci_update_index(layout_fd, tag, &manifest, os, arch, o->scratch, err) < 0)
 		return -1;
 	memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
 	return 0;

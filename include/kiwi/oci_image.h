@@ -183,6 +183,10 @@ struct kiwi_snapshot_opts {
 	const struct kiwi_image_idmap *ids;         /* NULL: ids as they are */
 	const char *base;                     /* the image below (a reference); NULL: the layer alone */
 	enum kiwi_layer_compression compression;
+	/* NULL, or a tag for the scratch files it makes in the layout
+	 * (.tmp-<scratch>-...), by which `kiwi-run gc` finds what a writer
+	 * killed midway left. */
+	const char *scratch;
 };
 
 struct kiwi_snapshot_result {

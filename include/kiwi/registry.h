@@ -102,6 +102,21 @@ int kiwi_registry_dir(char *out, size_t len, bool create, kiwi_err *err);
  * are gone; *removed counts the entries. */
 int kiwi_registry_gc(unsigned *removed, kiwi_err *err);
 
+/* Records beside the entries, <id><suffix> (id as kiwi_registry_new_id
+ * makes, suffix such as ".scratch"): a file, locked by its writer for as
+ * long as it lives, as an entry is, that says what to undo should the
+ * writer die midway. add returns the locked fd (close-on-exec; a child
+ * that inherits it holds the lock too); remove unlinks the record, then
+ * closes fd. */
+int kiwi_registry_record_add(const char *id, const char *suffix, const char *text, kiwi_err *err);
+void kiwi_registry_record_remove(const char *id, const char *suffix, int fd);
+/* For each record of suffix whose writer is gone (its lock free, taken
+ * here): fn with its text; when fn returns 0 the record is removed and
+ * counted in *removed. */
+typedef int (*kiwi_registry_record_fn)(void *ctx, const char *id, const char *text, size_t len);
+int kiwi_registry_record_gc(const char *suffix, kiwi_registry_record_fn fn, void *ctx, unsigned *removed,
+			    kiwi_err *err);
+
 /* Parses a state file's text into e (strict on types, missing keys and
  * ranges; unknown keys are ignored, for newer writers). Outside input:
  * fuzzed by tests/fuzz/fuzz_registry.c. */

@@ -67,7 +67,7 @@ static void print_result(const struct kiwi_snapshot_result *res)
 	cli_print_json(w);
 }
 
-/* snapshot [--base REF] [--uidmap I:O:N]... [--gidmap I:O:N]... --tree FD[:PREFIX]... LAYOUT:TAG */
+/* snapshot [--base REF] [--uidmap I:O:N]... [--gidmap I:O:N]... [--scratch TAG] --tree FD[:PREFIX]... LAYOUT:TAG */
 int cmd_snapshot(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -76,6 +76,7 @@ int cmd_snapshot(int argc, char **argv)
 		{ "uidmap", required_argument, NULL, 'u' },
 		{ "gidmap", required_argument, NULL, 'g' },
 		{ "compression", required_argument, NULL, 'c' },
+		{ "scratch", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
@@ -88,6 +89,13 @@ int cmd_snapshot(int argc, char **argv)
 		switch (c) {
 		case 'b': o.base = optarg; break;
 		case 'j': cli_json = true; break;
+		case 's':
+			/* It names files: letters and digits only. */
+			if (!*optarg || strlen(optarg) > 32 ||
+			    strspn(optarg, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(optarg))
+				return cli_usage("snapshot: --scratch takes up to 32 letters and digits");
+			o.scratch = optarg;
+			break;
 		case 't':
 			if (o.n_trees == MAX_TREES || !parse_fd(optarg, &trees[o.n_trees].dir_fd, &trees[o.n_trees].prefix))
 				return cli_usage("snapshot: --tree takes FD:PREFIX, FD an open directory");

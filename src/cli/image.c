@@ -12,12 +12,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 /* kiwi-rootfs beside kiwi-run (installed), or in the build tree's
@@ -65,8 +67,14 @@ int kiwi_cli_rootfs_run(const char *what, const char *const *args, const int *ke
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return kiwi_error(err, errno, "image", "cannot create a pipe");
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* Never outlives the kiwi-run that asked: a snapshot goes on
+		 * reading a session its death thawed; a restore, a sandbox
+		 * that is gone. Its scratch is gc's (kiwi-run gc, kiwi-rootfs gc). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127);
 		dup2(p[1], STDOUT_FILENO);
 		dup2(p[1], STDERR_FILENO);
 		for (size_t i = 0; i < n_keep; i++)

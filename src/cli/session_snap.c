@@ -45,6 +45,27 @@ int session_abs_ref(const char *ref, char *out, size_t len, kiwi_err *err)
 
 /* ---- snapshot ----------------------------------------------------------- */
 
+/* LAYOUT of LAYOUT:TAG, absolute, whether it exists yet or not (its
+ * parent must). */
+static int layout_abs_path(const char *ref, char *out, size_t len, kiwi_err *err)
+{
+	char path[PATH_MAX], abs[PATH_MAX];
+	snprintf(path, sizeof(path), "%.*s", (int)ref_path_len(ref), ref);
+	size_t n = strlen(path);
+	while (n > 1 && path[n - 1] == '/')
+		path[--n] = '\0';
+	char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path, *parent = !slash ? "." : slash == path ? "/" : path;
+	bool named = *base && strcmp(base, ".") && strcmp(base, "..");
+	if (named && slash && slash != path)
+		*slash = '\0';
+	if (!realpath(named ? parent : path, abs))
+		return kiwi_error(err, errno, "snapshot", "cannot find where `%s` goes", ref);
+	if (snprintf(out, len, "%s%s%s", abs, named && strcmp(abs, "/") ? "/" : "", named ? base : "") >= (int)len)
+		return kiwi_error(err, ENAMETOOLONG, "snapshot", "`%s` is too long", abs);
+	return 0;
+}
+
 /* The session's id map (/proc/PID/uid_map), as kiwi-rootfs takes it. */
 static size_t idmap_args(pid_t pid, const char *which, const char *flag, const char **args, size_t at,
 			 char (*buf)[64], size_t cap)
@@ -108,10 +129,19 @@ static int print_result(const char *id, const char *ref, const struct kiwi_sessi
 /* kiwi-rootfs snapshot, given the upper directories as fds: it resolves
  * no path of the session's. */
 static int write_snapshot(const struct kiwi_registry_entry *e, const char *ref, const char *comp,
-			  const struct kiwi_session_snapshot *s, const int *fds, char *line, size_t len, kiwi_err *err)
+			  const struct kiwi_session_snapshot *s, int *fds, char *line, size_t len, kiwi_err *err)
 {
-	const char *args[96] = { "snapshot", "--json", "--compression", comp };
-	size_t at = 4;
+	/* The scratch kiwi-rootfs makes in the layout is tagged and recorded,
+	 * the record locked by kiwi-rootfs too (it inherits the fd): killed
+	 * midway, its scratch is `kiwi-run gc`'s to remove. */
+	char layout[PATH_MAX];
+	struct kiwi_snapshot_scratch scratch;
+	if (layout_abs_path(ref, layout, sizeof(layout), err) < 0 ||
+	    kiwi_session_scratch_begin(layout, &scratch, err) < 0)
+		return -1;
+	const char *args[96] = { "snapshot", "--json", "--compression", comp, "--scratch", scratch.tag };
+	size_t at = 6;
+	fds[s->src.n] = scratch.fd;
 	char trees[KIWI_SNAPSHOT_MAX_TREES][300], uids[16][64], gids[16][64];
 	if (s->src.image) {
 		args[at++] = "--base";
@@ -129,7 +159,9 @@ static int write_snapshot(const struct kiwi_registry_entry *e, const char *ref, 
 	args[at] = ref;
 	char what[512];
 	snprintf(what, sizeof(what), "write the snapshot `%s`", ref);
-	return kiwi_cli_rootfs_run(what, args, fds, s->src.n, line, len, err);
+	int rc = kiwi_cli_rootfs_run(what, args, fds, s->src.n + 1, line, len, err);
+	kiwi_session_scratch_end(&scratch);
+	return rc;
 }
 
 static int snapshot(const struct kiwi_registry_entry *e, const char *ref, const char *comp, kiwi_err *err)
@@ -137,7 +169,7 @@ static int snapshot(const struct kiwi_registry_entry *e, const char *ref, const 
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct kiwi_session_snapshot s;
-	int fds[KIWI_SNAPSHOT_MAX_TREES];
+	int fds[KIWI_SNAPSHOT_MAX_TREES + 1];   /* the trees, then the scratch record */
 	size_t n = 0;
 	int rc = kiwi_session_snapshot_begin(e, &s, err);
 	for (; rc == 0 && n < s.src.n; n++)

@@ -766,6 +766,83 @@ int kiwi_registry_gc(unsigned *removed, kiwi_err *err)
 	return each_regdir(gc_in, removed, err);
 }
 
+/* ---- records beside the entries ------------------------------------------- */
+
+static bool record_name(const char *name, const char *suffix)
+{
+	size_t n = strlen(name);
+	return n == KIWI_REGISTRY_ID_LEN + strlen(suffix) && !strcmp(name + KIWI_REGISTRY_ID_LEN, suffix) &&
+	       strspn(name, "0123456789abcdef") == KIWI_REGISTRY_ID_LEN;
+}
+
+int kiwi_registry_record_add(const char *id, const char *suffix, const char *text, kiwi_err *err)
+{
+	char name[KIWI_REGISTRY_ID_LEN + 32];
+	snprintf(name, sizeof(name), "%s%s", id, suffix);
+	if (!record_name(name, suffix))
+		return kiwi_error(err, EINVAL, "registry", "`%s` names no record", name);
+	struct regdir d;
+	if (open_regdir(true, &d, err) < 0)
+		return -1;
+	int fd = add_in(&d, name, text, err);
+	close(d.fd);
+	return fd;
+}
+
+void kiwi_registry_record_remove(const char *id, const char *suffix, int fd)
+{
+	char name[KIWI_REGISTRY_ID_LEN + 32];
+	snprintf(name, sizeof(name), "%s%s", id, suffix);
+	struct regdir d;
+	kiwi_err ignored;
+	/* Unlinked before the lock goes, as an entry is. */
+	if (record_name(name, suffix) && open_regdir(false, &d, &ignored) == 0) {
+		unlinkat(d.fd, name, 0);
+		close(d.fd);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+struct record_sweep {
+	const char *suffix;
+	kiwi_registry_record_fn fn;
+	void *ctx;
+	unsigned removed;
+};
+
+static int sweep_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
+{
+	struct record_sweep *s = ctx;
+	(void)err;
+	for (struct dirent *de; (de = readdir(dir));) {
+		if (!record_name(de->d_name, s->suffix))
+			continue;
+		_cleanup_close_ int fd = openat(d->fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* Held: its writer lives. Exclusive: two gcs never both sweep one. */
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		char text[KIWI_REGISTRY_FILE_MAX + 1];
+		ssize_t n = pread(fd, text, KIWI_REGISTRY_FILE_MAX, 0);
+		char id[KIWI_REGISTRY_ID_LEN + 1];
+		snprintf(id, sizeof(id), "%.*s", KIWI_REGISTRY_ID_LEN, de->d_name);
+		if (n >= 0)
+			text[n] = '\0';
+		if (n >= 0 && s->fn(s->ctx, id, text, (size_t)n) == 0 && unlinkat(d->fd, de->d_name, 0) == 0)
+			s->removed++;
+	}
+	return 0;
+}
+
+int kiwi_registry_record_gc(const char *suffix, kiwi_registry_record_fn fn, void *ctx, unsigned *removed,
+			    kiwi_err *err)
+{
+	struct record_sweep s = { .suffix = suffix, .fn = fn, .ctx = ctx };
+	int r = each_regdir(sweep_in, &s, err);
+	*removed = s.removed;
+	return r;
+}
+
 /* ---- kill ----------------------------------------------------------------- */
 
 bool kiwi_registry_signal_ok(int sig)

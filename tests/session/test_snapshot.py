@@ -5,16 +5,18 @@ and rootless: a snapshot, destroyed and restored, gives the same tree
 deleted; hardlinks stay linked); umoci reads the layout the same way; a
 blob that is not what its digest says is refused; nobody else snapshots
 a session."""
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import OTHER_USER, explain
+from conftest import OTHER_USER, default_signal_state, explain
 
 PROBE = "/usr/local/bin/kiwi-probe"
 
@@ -335,3 +337,104 @@ def test_a_caller_cannot_restore_a_layout_it_cannot_read(session, kiwi, scratch)
         r = s.raw("session", "create", "--from", ref, "--rootfs", kiwi.rootfs)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 125 and r.stdout == "" and len(lines) == 1 and why in lines[0], explain(r)
+
+
+def layout_state(layout):
+    """Every path of the layout with its type, size and content digest."""
+    out = []
+    for p in sorted(layout.rglob("*")):
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+        out.append((str(p.relative_to(layout)), oct(st.st_mode), st.st_size if digest else None, digest))
+    return out
+
+
+def writer_alive(layout):
+    """Whether a kiwi-rootfs writing into layout still runs."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[0].endswith(b"kiwi-rootfs") and any(str(layout).encode() in a for a in cmdline):
+            return True
+    return False
+
+
+def snapshot_midway(s, kiwi, ref, blobs):
+    """`session snapshot` started, returned once its scratch blob is being
+    written (with the Popen), or None when it ended before that."""
+    p = subprocess.Popen(kiwi.raw_argv(["session", "snapshot", "--compression", "gzip", s.id, ref]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=kiwi.env(), preexec_fn=default_signal_state)
+    def writing():
+        try:
+            return any(f.name.startswith(".tmp-") and f.stat().st_size > 0 for f in blobs.iterdir())
+        except OSError:  # not made yet, or renamed as it was looked at
+            return False
+    while p.poll() is None:
+        if writing():
+            return p
+        time.sleep(0.005)
+    return None
+
+
+def test_a_snapshot_killed_midway_leaves_what_gc_removes(session, kiwi):
+    """kill -9 of `session snapshot` while it writes the layer: its writer
+    dies with it, its tagged scratch stays in the layout until `kiwi-run
+    gc`, which leaves the layout as it was before; gc never takes the
+    scratch of a snapshot still being written; the session was thawed."""
+    s = session("--rw-root")
+    layout = layout_dir(kiwi) / "snaps"
+    blobs = layout / "blobs" / "sha256"
+    assert s.sh("echo small > /root/small").returncode == 0
+    snapshot(s, f"{layout}:first")
+    before = layout_state(layout)
+    # Random bytes gzip slowly: the layer takes a while to write.
+    r = s.sh("head -c 96000000 /dev/urandom > /root/big")
+    assert r.returncode == 0, explain(r)
+
+    # A live writer's scratch is not gc's.
+    p = snapshot_midway(s, kiwi, f"{layout}:second", blobs)
+    assert p, "the snapshot ended before its scratch was seen: give it a bigger file"
+    try:
+        r = s.raw("gc")
+        assert r.returncode == 0 and json.loads(r.stdout)["snapshot_scratch_removed"] == 0, explain(r)
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"{out}\n{err}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    second = layout_state(layout)
+    assert s.raw("gc").returncode == 0 and layout_state(layout) == second
+
+    # Killed midway: the scratch is left, gc removes it and nothing else.
+    p = snapshot_midway(s, kiwi, f"{layout}:third", blobs)
+    assert p, "the snapshot ended before its scratch was seen: give it a bigger file"
+    p.kill()
+    p.wait()
+    while writer_alive(layout):
+        time.sleep(0.01)
+    left = [f.name for f in blobs.iterdir() if f.name.startswith(".tmp-")]
+    assert left, "nothing was left to collect"
+    r = s.raw("gc")
+    assert r.returncode == 0 and json.loads(r.stdout)["snapshot_scratch_removed"] == len(left), explain(r)
+    assert layout_state(layout) == second
+    assert s.sh("echo thawed").stdout == "thawed\n"
+    # A second gc has nothing left to do.
+    r = s.raw("gc")
+    assert r.returncode == 0 and json.loads(r.stdout)["snapshot_scratch_removed"] == 0, explain(r)
+
+    # A layout the killed snapshot made is gone again, as before it.
+    fresh = layout_dir(kiwi) / "fresh"
+    p = snapshot_midway(s, kiwi, f"{fresh}:x", fresh / "blobs" / "sha256")
+    assert p, "the snapshot ended before its scratch was seen: give it a bigger file"
+    p.kill()
+    p.wait()
+    while writer_alive(fresh):
+        time.sleep(0.01)
+    assert fresh.exists()
+    r = s.raw("gc")
+    assert r.returncode == 0 and json.loads(r.stdout)["snapshot_scratch_removed"] == 1, explain(r)
+    assert not fresh.exists(), sorted(fresh.rglob("*"))
