@@ -51,6 +51,10 @@ enum kiwi_helper_op {
 	 * loop device over an unnamed image file of root's, idmapped to the
 	 * sandbox's user namespace; its detached mount rides back. */
 	KIWI_HELPER_OP_DISK = 1 << 5,
+	/* After the maps are written (pidfd and the bind source's fd sent
+	 * along): a clone of the source, which must be the caller's own,
+	 * idmapped so that its owner is the sandbox's root; it rides back. */
+	KIWI_HELPER_OP_BIND = 1 << 6,
 };
 
 #define KIWI_HELPER_SUBTREE_MAX 256    /* cgroup_subtree and parent, bytes */
@@ -233,6 +237,12 @@ int kiwi_helper_idmap(struct kiwi_helper *h, int pidfd, const struct kiwi_idmap 
  * (pidfd), idmapped to its user namespace, and sends its detached mount,
  * which goes to *mfd (close-on-exec). */
 int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, kiwi_err *err);
+/* After the maps are written: the helper clones the tree source (an fd
+ * of the caller's own directory or file, O_PATH will do), idmapped so its
+ * owner is the sandbox's root, into *tree. A refusal becomes err; its
+ * errnum is EPERM (and *not_allowed true) when the caller's rule lacks
+ * the bind operation. */
+int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, int *tree, bool *not_allowed, kiwi_err *err);
 /* $KIWI_HELPER, else the path meson installs it at. kiwi-run is not
  * privileged, so the variable only chooses what the caller runs. */
 const char *kiwi_helper_path(void);

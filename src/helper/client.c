@@ -164,13 +164,14 @@ static ssize_t recv_answer(struct kiwi_helper *h, char *buf)
 	return n;
 }
 
-/* Sends one request (with fd when >= 0) and reads its answer; a refusal
- * becomes err, in the helper's words. */
-kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
+/* Sends one request with n fds and reads its answer; a refusal becomes
+ * err, in the helper's words. */
+static kiwi_json *exchange_fds(struct kiwi_helper *h, const char *req, size_t len, const int *fds, size_t n_fds,
+			       kiwi_err *err)
 {
 	/* A helper that refused to start has answered already and gone:
 	 * the send may fail, the answer is still there to read. */
-	kiwi_send_fds(h->sock, req, len, &fd, fd >= 0);
+	kiwi_send_fds(h->sock, req, len, fds, n_fds);
 	if (wait_answer(h->sock, err) < 0)
 		return NULL;
 	_cleanup_free_ char *buf = malloc(KIWI_HELPER_MSG_MAX);
@@ -193,6 +194,11 @@ kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t l
 		kiwi_json_free(j);
 	}
 	return NULL;
+}
+
+kiwi_json *kiwi_helper_exchange(struct kiwi_helper *h, const char *req, size_t len, int fd, kiwi_err *err)
+{
+	return exchange_fds(h, req, len, &fd, fd >= 0, err);
 }
 
 /* A request's writer, its "op" written. NULL: out of memory. */
@@ -474,6 +480,25 @@ int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, 
 	if (h->answer_fd < 0)
 		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to disk brought no mount");
 	*mfd = h->answer_fd;
+	h->answer_fd = -1;
+	return 0;
+}
+
+int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, int *tree, bool *not_allowed, kiwi_err *err)
+{
+	static const char req[] = "{\"op\":\"bind\"}";
+	const int fds[] = { pidfd, source };
+	*not_allowed = false;
+	_cleanup_json_ kiwi_json *j = exchange_fds(h, req, sizeof(req) - 1, fds, 2, err);
+	if (!j) {
+		/* the refusal of a rule without the operation, said by the
+		 * policy step (serve.c) */
+		*not_allowed = err->errnum == EPERM && strstr(err->msg, "refused: policy: bind is not allowed");
+		return -1;
+	}
+	if (h->answer_fd < 0)
+		return kiwi_error(err, EPROTO, STEP, "kiwi-helper's answer to bind brought no tree");
+	*tree = h->answer_fd;
 	h->answer_fd = -1;
 	return 0;
 }

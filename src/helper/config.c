@@ -30,9 +30,11 @@ static int parse_ops(const kiwi_json *v, unsigned *ops, kiwi_err *err)
 			*ops |= KIWI_HELPER_OP_CGROUP_PREPARE | KIWI_HELPER_OP_CGROUP_ATTACH;
 		else if (s && !strcmp(s, "disk"))
 			*ops |= KIWI_HELPER_OP_DISK;
+		else if (s && !strcmp(s, "bind"))
+			*ops |= KIWI_HELPER_OP_BIND;
 		else
 			return kiwi_error(err, EINVAL, "config",
-					  "\"operations\" item %zu is not idmap, egress, cgroup or disk", i);
+					  "\"operations\" item %zu is not idmap, egress, cgroup, disk or bind", i);
 	}
 	return 0;
 }

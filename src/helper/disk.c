@@ -61,7 +61,7 @@ int helper_disk(struct helper_session *s, const struct kiwi_helper_request *req,
 	if (check_size(s, req->disk_size, err) < 0)
 		return -1;
 	_cleanup_close_ int userns = helper_sandbox_userns(&s->sb, err);
-	if (userns < 0 || helper_override_begin(helper_caps_disk_held(), err) < 0)
+	if (userns < 0 || helper_override_begin(helper_caps_mount(), err) < 0)
 		return -1;
 	int mfd = make(s, (uint64_t)req->disk_size, userns, err);
 	helper_override_end();
@@ -74,7 +74,7 @@ void helper_disk_teardown(struct helper_session *s)
 		return;
 	/* The session's end: root from here to the exit, as the cgroup's
 	 * teardown (the way back to the caller's uid went with CAP_SETUID). */
-	if (helper_override_begin(helper_caps_disk_held(), NULL) == 0)
+	if (helper_override_begin(helper_caps_mount(), NULL) == 0)
 		kiwi_loopfs_discard(s->disk_mnt);
 	/* Shut down, it writes nothing more: its blocks go now, whoever
 	 * still holds the mount. */

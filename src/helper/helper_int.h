@@ -50,10 +50,11 @@ int helper_caps_limit(uint64_t caps, kiwi_err *err);
  * nested) needs it: held until the cgroup is gone (this returns it).
  * CAP_SYS_NICE: moving the sandbox across cpusets (cgroup-attach). */
 uint64_t helper_caps_cgroup_held(void);
-/* CAP_SYS_ADMIN, which the disk operation raises only between
- * helper_override_begin(caps) and _end(): to mount the image's ext4 and
- * idmap it, and at the end to shut it down; held while the disk is. */
-uint64_t helper_caps_disk_held(void);
+/* CAP_SYS_ADMIN, which the disk and bind operations raise only between
+ * helper_override_begin(caps) and _end(): to mount the image's ext4, to
+ * clone a bind source, to idmap either, and at the end to shut the disk
+ * down; held while the disk is, or bind is allowed. */
+uint64_t helper_caps_mount(void);
 int helper_override_begin(uint64_t caps, kiwi_err *err);
 void helper_override_end(void);
 /* euid 0 around the few steps that work in root's directories

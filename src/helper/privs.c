@@ -53,11 +53,16 @@ uint64_t helper_caps_for(unsigned ops)
 	/* The image is made as euid 0 in root's directory, on root's loop
 	 * devices; ext4 is mounted and idmapped with CAP_SYS_ADMIN. */
 	if (ops & KIWI_HELPER_OP_DISK)
-		caps |= BIT(CAP_SETUID) | helper_caps_disk_held();
+		caps |= BIT(CAP_SETUID) | helper_caps_mount();
+	/* bind: the owner's user namespace gets a map onto the sandbox's
+	 * root (CAP_SETUID, CAP_SETGID), the tree is cloned and idmapped
+	 * with CAP_SYS_ADMIN, raised only around it. */
+	if (ops & KIWI_HELPER_OP_BIND)
+		caps |= BIT(CAP_SETUID) | BIT(CAP_SETGID) | BIT(CAP_SYS_ADMIN);
 	return caps;
 }
 
-uint64_t helper_caps_disk_held(void)
+uint64_t helper_caps_mount(void)
 {
 	return BIT(CAP_SYS_ADMIN);
 }

@@ -19,6 +19,7 @@ static const struct {
 	{ "cgroup-prepare", KIWI_HELPER_OP_CGROUP_PREPARE },
 	{ "cgroup-attach", KIWI_HELPER_OP_CGROUP_ATTACH },
 	{ "disk", KIWI_HELPER_OP_DISK },
+	{ "bind", KIWI_HELPER_OP_BIND },
 };
 
 const char *kiwi_helper_op_name(enum kiwi_helper_op op)

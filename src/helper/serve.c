@@ -156,10 +156,12 @@ bool helper_wait_request(void)
 
 /* The request's pidfd names the session's sandbox (binding the session
  * to it on first use). Takes the fd. */
-static int bind_sandbox(struct helper_session *s, struct message *m, kiwi_err *err)
+static int bind_sandbox_with(struct helper_session *s, struct message *m, size_t want, kiwi_err *err)
 {
-	if (m->n_fds != 1)
-		return kiwi_error(err, EINVAL, "request", "send exactly one fd, the sandbox's pidfd (got %zu)", m->n_fds);
+	if (m->n_fds != want)
+		return kiwi_error(err, EINVAL, "request", "send exactly %s (got %zu fds)",
+				  want == 1 ? "one fd, the sandbox's pidfd" : "two fds, the sandbox's pidfd and the source",
+				  m->n_fds);
 	if (s->sandbox_ended)
 		return kiwi_error(err, ESRCH, "request", "this helper's sandbox has ended");
 	struct helper_sandbox sb;
@@ -177,13 +179,18 @@ static int bind_sandbox(struct helper_session *s, struct message *m, kiwi_err *e
 	return same ? 0 : kiwi_error(err, EPERM, "request", "this helper already serves another sandbox");
 }
 
+static int bind_sandbox(struct helper_session *s, struct message *m, kiwi_err *err)
+{
+	return bind_sandbox_with(s, m, 1, err);
+}
+
 /* What a successful request answers besides "ok". */
 struct result {
 	bool with_child;
 	struct kiwi_egress_child child;  /* egress-prepare */
 	int host_ifindex;                /* egress-attach */
 	char cgroup[KIWI_HELPER_SUBTREE_MAX + 32];  /* cgroup-prepare */
-	int disk;                        /* disk: its mount, sent and closed */
+	int disk;                        /* disk, bind: the mount, sent and closed */
 };
 
 /* An operation done for good: it is refused from now on, and the
@@ -193,7 +200,7 @@ static int done(struct helper_session *s, enum kiwi_helper_op op, kiwi_err *err)
 	s->ops_left &= ~(unsigned)op;
 	/* what tears the cgroup and the disk down stays while they are */
 	return helper_caps_limit(helper_caps_for(s->ops_left) | (s->cg ? helper_caps_cgroup_held() : 0) |
-				 (s->disk_mnt >= 0 ? helper_caps_disk_held() : 0), err);
+				 (s->disk_mnt >= 0 ? helper_caps_mount() : 0), err);
 }
 
 static int run_request(struct helper_session *s, struct message *m, struct result *res, kiwi_err *err)
@@ -238,6 +245,12 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 		if (bind_sandbox(s, m, err) < 0 || (res->disk = helper_disk(s, &req, err)) < 0)
 			return -1;
 		return done(s, KIWI_HELPER_OP_DISK, err);
+	case KIWI_HELPER_OP_BIND:
+		/* One per bind, so never done for good: what it holds stays
+		 * until the session ends. */
+		if (bind_sandbox_with(s, m, 2, err) < 0 || (res->disk = helper_bind(s, m->fds[1], err)) < 0)
+			return -1;
+		return 0;
 	default:
 		return kiwi_error(err, EINVAL, "request", "unknown op");
 	}

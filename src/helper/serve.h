@@ -49,6 +49,10 @@ int helper_disk(struct helper_session *s, const struct kiwi_helper_request *req,
  * root, as helper_cgroup_teardown, which may follow). */
 void helper_disk_teardown(struct helper_session *s);
 
+/* bind.c: a clone of the tree source (the caller's own), idmapped so its
+ * owner is the bound sandbox's root; the caller's to send and close. */
+int helper_bind(struct helper_session *s, int source, kiwi_err *err);
+
 /* cgroup_op.c */
 int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_request *req, char *name,
 			  size_t len, kiwi_err *err);

@@ -141,6 +141,14 @@ class Caller:
         except OSError as e:
             return {"errno": e.errno}
 
+    def stat_at(self, name, path=""):
+        """Owner of path below the saved fd name ("" : the fd itself)."""
+        try:
+            st = os.stat(path, dir_fd=self.saved[name]) if path else os.fstat(self.saved[name])
+            return {"uid": st.st_uid, "gid": st.st_gid}
+        except OSError as e:
+            return {"errno": e.errno}
+
     def close(self):
         self.sock.close()
         _, status = os.waitpid(self.proc_pid, 0)

@@ -428,3 +428,19 @@ Test(helper_config, disk_needs_max_disk)
 	cr_expect_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"max_disk\":\"big\"}]}", &rule, &err), -1);
 	cr_expect(strstr(err.msg, "max_disk"), "%s", err.msg);
 }
+
+/* ---- the bind operation ---- */
+
+Test(helper_request, bind_takes_no_key)
+{
+	struct kiwi_helper_request req;
+	kiwi_err err = { 0 };
+	cr_assert_eq(parse_request("{\"op\":\"bind\"}", &req, &err), 0, "%s", err.msg);
+	cr_expect_eq(req.op, KIWI_HELPER_OP_BIND);
+	cr_expect_eq(parse_request("{\"op\":\"bind\",\"path\":\"/etc\"}", &req, &err), -1);
+	cr_expect(strstr(err.msg, "unknown key"), "%s", err.msg);
+	struct kiwi_helper_rule rule;
+	cr_assert_eq(parse_config("{\"rules\":[{\"user\":\"svc\",\"operations\":[\"idmap\",\"bind\"]}]}", &rule,
+				  &err), 1, "%s", err.msg);
+	cr_expect_eq(rule.ops, KIWI_HELPER_OP_IDMAP | KIWI_HELPER_OP_BIND);
+}
