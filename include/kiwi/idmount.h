@@ -40,7 +40,11 @@ struct kiwi_idmounts {
 	 * it may not look up a path below a directory only root may enter. */
 	int rootfs_dir;
 	int rootfs;      /* kiwi_idmount_rootfs()'s, once pid 1 has it; else -1 */
-	int *binds;      /* one per cfg->binds[i], recursive, through its owner's map */
+	/* One per cfg->binds[i], recursive, through its owner's map. Not
+	 * root, on a range kiwi-helper maps: the reserved fds of the binds
+	 * the caller owns, which kiwi-helper's trees take before sync #1
+	 * (not recursive then), -1 for the others; rootfs is -1. */
+	int *binds;
 	size_t n;
 	/* The children the maps were made in, killed at once but reaped only
 	 * by kiwi_idmounts_release, after the sandbox's clone: waiting for

@@ -33,6 +33,8 @@ enum kiwi_sync_type {
 	                           * procfs rides along, ns_id is its mount namespace's */
 	KIWI_SYNC_DISK_FD,        /* parent -> init  before #1: the disk layer kiwi-helper
 	                           * made rides along, to take the reserved disk_fd */
+	KIWI_SYNC_BIND_FD,        /* parent -> init  before #1: bind value's idmapped tree from
+	                           * kiwi-helper rides along, to take its reserved fd */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */

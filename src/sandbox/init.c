@@ -603,21 +603,40 @@ static void send_witness(int sock)
 		kiwi_sync_send_fd(sock, &m, proc);
 }
 
-/* Sync #1, and before it, from a caller without root, the disk layer
- * kiwi-helper made after clone: it takes the fd number the parent
- * reserved for it (cfg->disk_fd), so the setup uses it as root's. */
-static int recv_maps_done(int sock, const struct kiwi_sandbox_config *cfg, struct kiwi_sync_msg *m, int *fd)
+/* Sync #1, and before it, from a caller without root, what kiwi-helper
+ * made after clone: the disk layer and the binds' idmapped trees, each
+ * taking the fd number the parent reserved for it (cfg->disk_fd, the
+ * trees' binds), so the setup uses them as root's. A bind that got no
+ * tree (the caller's rule has no bind operation) is bound as it is. */
+static int recv_maps_done(int sock, const struct kiwi_init_args *args, struct kiwi_sync_msg *m, int *fd)
 {
-	if (kiwi_sync_recv_fd(sock, m, 0, fd) <= 0)
-		return -1;
-	if (m->type == KIWI_SYNC_DISK_FD && *fd >= 0 && cfg->disk_fd >= 0) {
-		int r = dup3(*fd, cfg->disk_fd, O_CLOEXEC);
-		close(*fd);
+	const struct kiwi_idmounts *t = args->trees;
+	size_t n = t && !args->cfg->idmounts ? t->n : 0;  /* root's trees come at clone */
+	bool got[n + 1];
+	memset(got, 0, sizeof(got));
+	for (;;) {
+		if (kiwi_sync_recv_fd(sock, m, 0, fd) <= 0)
+			return -1;
+		if (m->type == KIWI_SYNC_MAPS_DONE)
+			break;
+		int target = -1;
+		if (m->type == KIWI_SYNC_DISK_FD)
+			target = args->cfg->disk_fd;
+		else if (m->type == KIWI_SYNC_BIND_FD && m->value >= 0 && (size_t)m->value < n && !got[m->value])
+			target = t->binds[m->value], got[m->value] = true;
+		int r = *fd >= 0 && target >= 0 ? dup3(*fd, target, O_CLOEXEC) : -1;
+		if (*fd >= 0)
+			close(*fd);
 		*fd = -1;
-		if (r < 0 || kiwi_sync_recv_fd(sock, m, 0, fd) <= 0)
+		if (r < 0)
 			return -1;
 	}
-	return m->type == KIWI_SYNC_MAPS_DONE ? 0 : -1;
+	for (size_t i = 0; i < n; i++)
+		if (t->binds[i] >= 0 && !got[i]) {
+			close(t->binds[i]);
+			t->binds[i] = -1;
+		}
+	return 0;
 }
 
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
@@ -640,7 +659,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 
 	/* #1: wait for the parent to write our uid and gid maps. */
-	if (recv_maps_done(sock, c.cfg, &m, &c.rootfs_tree) < 0)
+	if (recv_maps_done(sock, args, &m, &c.rootfs_tree) < 0)
 		_exit(1);
 	c.sync_flags = m.flags;
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");

@@ -530,7 +530,7 @@ static int prepare_mount_points(const struct kiwi_sandbox_config *cfg, const str
 			return -1;
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		struct stat st;
-		if ((trees ? fstat(trees->binds[i], &st) : stat(cfg->binds[i].source, &st)) < 0)
+		if ((trees && trees->binds[i] >= 0 ? fstat(trees->binds[i], &st) : stat(cfg->binds[i].source, &st)) < 0)
 			return kiwi_error(err, errno, "bind", "cannot use bind source `%s`", cfg->binds[i].source);
 		if (prepare_mount_point(lower, upper, cfg->binds[i].dest, S_ISDIR(st.st_mode), err) < 0)
 			return -1;
@@ -568,8 +568,8 @@ int kiwi_mount_rootfs(const struct kiwi_sandbox_config *cfg, const struct kiwi_i
 		return kiwi_error(err, errno, "rootfs", "cannot open `%s`", cfg->rootfs);
 	/* The idmapped rootfs is attached first, under the layer: overlayfs
 	 * takes a lower layer only from a mount of our namespace. */
-	int lower = trees ? trees->rootfs : dirfd;
-	if (trees && attach(trees->rootfs, dirfd, "", "the idmapped rootfs", err) < 0)
+	int lower = trees && trees->rootfs >= 0 ? trees->rootfs : dirfd;
+	if (lower != dirfd && attach(trees->rootfs, dirfd, "", "the idmapped rootfs", err) < 0)
 		return -1;
 	_cleanup_close_ int layer = kiwi_fslayer_create(cfg->disk_bytes ? cfg->disk_bytes : KIWI_FSLAYER_DEFAULT_SIZE,
 							cfg->disk_backend == KIWI_DISK_LOOP ? cfg->disk_fd : -1,

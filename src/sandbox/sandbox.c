@@ -149,6 +149,7 @@ struct follow {
 	bool sealed;              /* the network is gone for good */
 	int execs;
 	int64_t idle_since, ready_at;
+	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
 
 static void arm_timer(struct follow *f, uint64_t ns)
@@ -734,6 +735,38 @@ static int send_disk(struct follow *f)
 	return 0;
 }
 
+/* Before #1, the maps written: kiwi-helper's idmapped tree of each bind
+ * the caller owns (reserve_helper_binds), to the sandbox. A rule without
+ * the bind operation leaves them as they are, as before it existed. */
+static int send_binds(struct follow *f)
+{
+	for (size_t i = 0; f->helper_binds && i < f->cfg->n_binds; i++) {
+		if (!f->helper_binds[i])
+			continue;
+		const char *source = f->cfg->binds[i].source;
+		int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
+		_cleanup_close_ int src = open(source, O_PATH | O_CLOEXEC);
+		if (src < 0)
+			return kiwi_error(f->err, errno, "bind", "cannot use bind source `%s`", source);
+		_cleanup_close_ int tree = -1;
+		bool not_allowed = false;
+		if (kiwi_helper_bind(f->res->helper, f->pidfd, src, &tree, &not_allowed, f->err) < 0) {
+			if (!not_allowed)
+				return kiwi_error_wrap(f->err, "bind source `%s`", source);
+			*f->err = (kiwi_err){ 0 };
+			KIWI_DEBUG(f->cfg->debug, "run", t, "bind", "binds as they are: kiwi-helper's rule for you has "
+				   "no bind operation");
+			return 0;
+		}
+		struct kiwi_sync_msg m = { .type = KIWI_SYNC_BIND_FD, .value = (int32_t)i };
+		if (kiwi_sync_send_fd(f->sock, &m, tree) < 0)
+			return kiwi_error(f->err, errno, "bind", "cannot hand bind source `%s` to the sandbox", source);
+		KIWI_DEBUG(f->cfg->debug, "run", t, "bind", "%s idmapped by kiwi-helper: its owner is the sandbox's root",
+			   source);
+	}
+	return 0;
+}
+
 /* #1: id maps and the network, then let the child go on. */
 static int release_child(struct follow *f, pid_t pid)
 {
@@ -748,7 +781,7 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	KIWI_DEBUG(dbg, "run", t, "maps", "uid/gid maps of pid %d written%s", (int)pid,
 		   by_helper ? " by kiwi-helper" : "");
-	if (helper_makes_disk(f->cfg) && send_disk(f) < 0)
+	if ((helper_makes_disk(f->cfg) && send_disk(f) < 0) || send_binds(f) < 0)
 		return -1;
 	t = KIWI_DEBUG_NOW(dbg);
 	if (f->egress && kiwi_egress_setup(f->egress, pid, f->pidfd, f->err) < 0)
@@ -832,6 +865,35 @@ static int open_session_ns(struct follow *f, pid_t pid)
 	return 0;
 }
 
+/* Not root, on a range kiwi-helper maps (helper_writes_maps): the binds
+ * the caller owns get idmapped trees from the helper once the maps are
+ * written (send_binds), so that their owner is the sandbox's root. pid 1
+ * holds a reserved fd for each from clone on, which the tree takes.
+ * Returns how many, or -1. */
+static int reserve_helper_binds(struct follow *f, struct kiwi_idmounts *t)
+{
+	const struct kiwi_sandbox_config *cfg = f->cfg;
+	f->helper_binds = calloc(cfg->n_binds, sizeof(bool));
+	t->binds = malloc(cfg->n_binds * sizeof(int));
+	if (!f->helper_binds || !t->binds)
+		return kiwi_error(f->err, ENOMEM, "bind", "cannot allocate the binds");
+	t->n = cfg->n_binds;
+	int n = 0;
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		struct stat st;
+		t->binds[i] = -1;
+		if (stat(cfg->binds[i].source, &st) < 0 || st.st_uid != getuid() ||
+		    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+			continue;
+		t->binds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (t->binds[i] < 0)
+			return kiwi_error(f->err, errno, "bind", "cannot reserve the binds' fds");
+		f->helper_binds[i] = true;
+		n++;
+	}
+	return n;
+}
+
 /* Creates the sandbox and follows it to the end. */
 static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 {
@@ -861,6 +923,12 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 		KIWI_DEBUG(cfg->debug, "run", t, "idmap", "%zu bind(s) idmapped onto %u:%u", trees.n,
 			   cfg->idmap->uid[0].outside, cfg->idmap->gid[0].outside);
 		t = KIWI_DEBUG_NOW(cfg->debug);
+	} else if (helper_writes_maps(cfg) && cfg->n_binds) {
+		int n = reserve_helper_binds(f, &trees);
+		if (n < 0)
+			return -1;
+		if (n > 0)
+			args.trees = &trees;
 	}
 	kiwi_pty_caller_winsize(STDIN_FILENO, cfg->stdout_dest, &args.winsize);
 	/* A cgroup from kiwi-helper is not ours to clone into: the helper
@@ -1027,6 +1095,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
+	free(f.helper_binds);
 	kiwi_registry_remove(f.reg);
 	/* Before anything is printed, on every path: the signals that would
 	 * end kiwi-run are blocked above and arrive here as a return. */

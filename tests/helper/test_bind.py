@@ -113,6 +113,42 @@ def test_without_the_operation_or_the_fds(clients, bind_config, install_dir, use
     refused(c2.request({"op": "bind"}, [{"sandbox": sb2["id"]}, {"path": str(d)}]), "bind is not allowed")
 
 
+def test_kiwi_run_binds_the_callers_workspace_idmapped(kiwi_run, helper, bind_config, install_dir, users):
+    """kiwi-run on the helper's range: the caller's own workspace is root's
+    inside, writable, and what the sandbox writes there is the caller's on
+    the host; a bind the caller does not own stays as it is."""
+    from test_run_idmap import RANGE, assert_nothing_left, explain, refused as run_refused, run_as
+    pw = users["kiwi-test"]
+    d = own_dir(install_dir, "bind-run", pw)
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--bind", f"{d}:/ws", "--bind", "/etc:/hostetc:ro"],
+               ["/bin/sh", "-c", "stat -c %u:%g /ws /ws/mine /ws/roots /hostetc; echo made > /ws/made; "
+                                 "mkdir /ws/sub && touch /ws/sub/f"])
+    if not idmappable(d):
+        run_refused(r, "kiwi-helper refused", str(d), "cannot be idmapped")
+        assert_nothing_left("kiwi-test", kiwi_run, helper)
+        return
+    assert r.returncode == 0, explain(r)
+    assert r.stdout.split() == ["0:0", "0:0", "65534:65534", "65534:65534"], explain(r)
+    for p in (d / "made", d / "sub", d / "sub" / "f"):
+        st = p.stat()
+        assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), p
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
+def test_kiwi_run_without_the_operation_binds_as_before(kiwi_run, helper, bind_config, install_dir, users):
+    """A rule with idmap alone: the caller's workspace is bound as it was
+    before the operation existed (nobody's inside), not refused."""
+    from test_run_idmap import RANGE, assert_nothing_left, explain, run_as
+    bind_config.write(bind_rules(users, ops=("idmap",)))
+    d = own_dir(install_dir, "bind-run-noop", users["kiwi-test"])
+    r = run_as("kiwi-test", kiwi_run, helper, [*RANGE, "--bind", f"{d}:/ws"],
+               ["/bin/sh", "-c", "stat -c %u:%g /ws; touch /ws/made || echo refused"])
+    assert r.returncode == 0, explain(r)
+    assert r.stdout.split() == ["65534:65534", "refused"], explain(r)
+    assert not (d / "made").exists()
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
+
+
 def test_cap_sys_admin_is_held_but_never_effective(clients, bind_config, install_dir, users):
     from test_hardening import CAP_SETGID, CAP_SETUID, status_of
     held = (1 << CAP_SETGID) | (1 << CAP_SETUID) | (1 << 21)
