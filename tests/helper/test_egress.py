@@ -121,12 +121,12 @@ DOCS = "192.0.2.0/24,198.51.100.0/24,203.0.113.0/24"
 PUBLIC_FLAGS = ["--network", "egress", "--egress", "public_internet", "--allow-cidr", DOCS, "--dns", "192.0.2.53"]
 
 
-def run_as(world, user, kiwi_run, helper, opts, cmd, env_helper=True):
+def run_as(world, user, kiwi_run, helper, opts, cmd, env_helper=True, timeout=60):
     kr, rootfs = kiwi_run
     env = ["env", f"KIWI_HELPER={helper}"] if env_helper else ["env", "KIWI_HELPER=/nonexistent/kiwi-helper"]
     argv = world.hx("setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *env,
                     str(kr), "run", "--rootfs", str(rootfs), *opts, "--", *cmd)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def test_kiwi_run_egress_as_a_user(world, kiwi_run, helper, config):
@@ -163,6 +163,29 @@ def test_kiwi_run_host_allowlist_by_name_as_a_user(world, kiwi_run, helper, conf
     assert not res[2]["ok"] and res[2]["error"] == "ECONNRESET", res[2]
     assert res[3]["error"] == "NXDOMAIN", res[3]
     assert not res[4]["ok"], res[4]
+    assert leftovers(world.host) == ([], [])
+
+
+def test_the_gate_relays_byte_exact_as_a_user(world, kiwi_run, helper, config, users):
+    """The relay cases of tests/net/test_names.py, through the gate of
+    the user's own kiwi-run."""
+    from test_names import relay_cases, xfer   # tests/net, on the path for fakenet
+    rules = default_rules(users)
+    rules[0]["egress"] = ["host_allowlist"]
+    config.write(rules)
+    flags = ["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+             "--allow-host", "good.test:9001", "--dns", "192.0.2.53"]
+    cases = relay_cases(1 << 17)
+    calls = [["resolve", "good.test"], *cases, xfer(1000, 1000, sni="shared.test")]
+    script = "; ".join(" ".join([PROBE, *map(str, c)]) for c in calls)
+    # room for each case to report a stall (15 s without progress)
+    r = run_as(world, "kiwi-test", kiwi_run, helper, flags, ["/bin/sh", "-c", script], timeout=150)
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    assert res[0]["reply"] == "203.0.113.10", res[0]
+    for got, call in zip(res[1:-1], cases):
+        assert got["ok"] and got["failed"] == 0, f"{call}: {got}"
+    assert not res[-1]["ok"], f"another name on the relayed port: {res[-1]}"
     assert leftovers(world.host) == ([], [])
 
 

@@ -91,10 +91,10 @@ class Egress:
         assert r.returncode == 0, f"egresstool: {r.returncode} {r.stderr}"
         return json.loads(r.stdout), rep
 
-    def probes(self, opts, calls):
+    def probes(self, opts, calls, timeout=30):
         """Several netprobe calls in one sandbox: ([results], report)."""
         script = "; ".join(" ".join([self.tools["netprobe"], *map(str, c)]) for c in calls)
-        r, rep = self.run(opts, ["/bin/sh", "-c", script])
+        r, rep = self.run(opts, ["/bin/sh", "-c", script], timeout)
         assert r.returncode == 0, f"egresstool: {r.returncode} {r.stderr}"
         return [json.loads(l) for l in r.stdout.splitlines()], rep
 

@@ -18,6 +18,17 @@
  *                                         {"n", "p50_ms", "p95_ms", "min_ms"}
  *   netprobe download ADDR PORT SNI       a ClientHello, then read to EOF:
  *                                         {"bytes", "ms", "mb_per_s"}
+ *   netprobe xfer ADDR PORT SNI UP DOWN N MODE
+ *                                         N connections at once to the XFER server of
+ *                                         servers.py, each a ClientHello, then UP bytes
+ *                                         sent (then a shutdown of our side) while DOWN
+ *                                         bytes are read and checked byte by byte, then
+ *                                         the server's trailer (it got UP exact bytes);
+ *                                         MODE: both (at once), wait (the first byte down
+ *                                         before any byte up), slow (a small receive
+ *                                         buffer, read 4 KiB a time with pauses).
+ *                                         {"ok", "conns", "failed", "error"}: the first
+ *                                         failure ("stalled": nothing moved for 15 s)
  *   netprobe hosts NAME                   the addresses /etc/hosts gives NAME
  *   netprobe cat FILE                     a file's text
  *   netprobe now                          CLOCK_REALTIME in ns (for start latency)
@@ -29,7 +40,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -272,6 +287,142 @@ static int download(const char *addr, const char *port, const char *sni)
 	return 0;
 }
 
+/* ---- xfer: a byte-exact transfer both ways (servers.py, XFER) ---- */
+
+#define PERIOD 65521
+#define XFER_IDLE_MS 15000
+
+static unsigned char pat(uint64_t i)
+{
+	return (unsigned char)(((uint32_t)(i % PERIOD) * 2654435761u) >> 24);
+}
+
+struct xfer {
+	uint64_t up, down, sent, got;
+	unsigned char trailer[9];
+	int mode;            /* 0 both, 1 wait, 2 slow */
+	bool shut;
+};
+
+/* Checks what arrived: DOWN bytes of the pattern, then the trailer. */
+static const char *xfer_take(struct xfer *x, const unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++, x->got++) {
+		if (x->got < x->down) {
+			if (b[i] != pat(x->got))
+				return "down: a byte differs";
+		} else if (x->got - x->down < sizeof(x->trailer))
+			x->trailer[x->got - x->down] = b[i];
+		else
+			return "down: more than sent";
+	}
+	return NULL;
+}
+
+static const char *xfer_send(struct xfer *x, int fd)
+{
+	unsigned char b[16384];
+	if (x->sent == x->up || (x->mode == 1 && x->got == 0))
+		return NULL;
+	size_t n = x->up - x->sent < sizeof(b) ? (size_t)(x->up - x->sent) : sizeof(b);
+	for (size_t i = 0; i < n; i++)
+		b[i] = pat(x->sent + i);
+	ssize_t w = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (w < 0)
+		return errno == EAGAIN ? NULL : "up: send failed";
+	x->sent += (uint64_t)w;
+	return NULL;
+}
+
+static const char *xfer_loop(struct xfer *x, int fd)
+{
+	unsigned char b[1 << 16];
+	for (;;) {
+		const char *e = xfer_send(x, fd);
+		if (e)
+			return e;
+		if (x->sent == x->up && !x->shut) {
+			shutdown(fd, SHUT_WR);
+			x->shut = true;
+		}
+		bool more = x->sent < x->up && !(x->mode == 1 && x->got == 0);
+		struct pollfd p = { fd, POLLIN | (more ? POLLOUT : 0), 0 };
+		if (poll(&p, 1, XFER_IDLE_MS) == 0)
+			return "stalled";
+		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t n = recv(fd, b, x->mode == 2 ? 4096 : sizeof(b), MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		if (n < 0)
+			return "down: recv failed";
+		if (n == 0)
+			return x->shut ? NULL : "down: EOF before our side was done";
+		if ((e = xfer_take(x, b, (size_t)n)))
+			return e;
+		if (x->mode == 2)
+			usleep(200);
+	}
+}
+
+static const char *xfer_one(const char *addr, const char *port, const char *sni, struct xfer *x)
+{
+	struct sockaddr_in sa;
+	unsigned char m[1024 + 16];
+	size_t len = client_hello(m, sni, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), small = 16384;
+	if (x->mode == 2)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	if (fd < 0 || parse_addr(addr, port, &sa) < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return "connect failed";
+	/* the ClientHello alone first: the header comes in a segment of
+	 * its own, after the gate has read the name */
+	if (send(fd, m, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return "hello: send failed";
+	for (int i = 0; i < 8; i++) {
+		m[i] = (unsigned char)(x->up >> (56 - 8 * i));
+		m[8 + i] = (unsigned char)(x->down >> (56 - 8 * i));
+	}
+	if (send(fd, m, 16, MSG_NOSIGNAL) != 16)
+		return "header: send failed";
+	const char *e = xfer_loop(x, fd);
+	close(fd);
+	if (e)
+		return e;
+	uint64_t counted = 0;
+	for (int i = 0; i < 8; i++)
+		counted = counted << 8 | x->trailer[i];
+	if (x->got != x->down + sizeof(x->trailer))
+		return "down: short (no trailer)";
+	return counted == x->up && x->trailer[8] == 1 ? NULL : "up: the server did not get every byte";
+}
+
+static int xfer(char **argv)
+{
+	struct xfer x = { .up = strtoull(argv[5], NULL, 10), .down = strtoull(argv[6], NULL, 10) };
+	int n = atoi(argv[7]), failed = 0, fds[2];
+	x.mode = !strcmp(argv[8], "wait") ? 1 : !strcmp(argv[8], "slow") ? 2 : 0;
+	char first[128] = "";
+	if (pipe(fds) < 0)
+		return report(errno, now_ms(), NULL, 0);
+	for (int i = 0; i < n; i++)
+		if (fork() == 0) {
+			const char *e = xfer_one(argv[2], argv[3], argv[4], &x);
+			if (e)
+				(void)!write(fds[1], e, strlen(e) + 1);
+			_exit(e ? 1 : 0);
+		}
+	close(fds[1]);
+	for (int st; wait(&st) > 0;)
+		failed += !WIFEXITED(st) || WEXITSTATUS(st);
+	ssize_t r = read(fds[0], first, sizeof(first) - 1);
+	first[r > 0 ? r : 0] = 0;
+	printf("{\"ok\":%s,\"conns\":%d,\"failed\":%d,\"error\":", failed ? "false" : "true", n, failed);
+	json_str(first, strlen(first));
+	printf("}\n");
+	return 0;
+}
+
 /* ---- DNS: one A query, answers printed as dotted quads ---- */
 
 static size_t put_name(unsigned char *p, const char *name)
@@ -398,6 +549,8 @@ int main(int argc, char **argv)
 		return download(argv[2], argv[3], argv[4]);
 	if (argc == 5 && (!strcmp(argv[1], "tls") || !strcmp(argv[1], "ech")))
 		return tls(argv[2], argv[3], argv[4], argv[1][0] == 'e');
+	if (argc == 9 && !strcmp(argv[1], "xfer"))
+		return xfer(argv);
 	if (argc == 3 && !strcmp(argv[1], "hosts"))
 		return hosts(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "cat"))
@@ -409,6 +562,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: netprobe tcp|udp ADDR PORT [TIMEOUT_MS] | dns SERVER NAME | resolve NAME | "
-		"http|tls|ech ADDR PORT NAME | hosts NAME | cat FILE | now\n");
+		"http|tls|ech ADDR PORT NAME | xfer ADDR PORT SNI UP DOWN N MODE | hosts NAME | cat FILE | now\n");
 	return 2;
 }

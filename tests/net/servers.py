@@ -11,6 +11,12 @@ answers A queries from NAMES; a name starting with "rebind" answers
 169.254.169.254 (a rebinding attack); one starting with "rotate" answers
 203.0.113.10, then 203.0.113.11 (a CDN moving a name). Every answer has
 TTL 0 (kiwi-run's name gate keeps an answer 30 s at least).
+XFER (tcp/9001): a byte-exact two-way transfer for the name gate's relay
+(netprobe xfer): after a TLS record (the ClientHello) and a header (bytes
+up, bytes down: two big-endian u64), it sends the down bytes of PATTERN
+while it reads the up bytes and checks each against PATTERN; once the
+client has shut its side down, it sends a trailer (the count it got, and
+1 when every byte matched and the count is right) and closes.
 Prints "ready" once every socket is bound.
 """
 import socket
@@ -20,7 +26,8 @@ import threading
 import time
 
 ROLES = {
-    "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True, "bulk": [9000]},
+    "internet": {"tcp": [22, 53, 80, 443, 8080], "udp": [443, 5000, 9999], "dns": True, "bulk": [9000],
+                 "xfer": [9001]},
     "host": {"tcp": [8081], "udp": [8083], "dns": False, "loopback_tcp": [8082], "host_dns": True},
 }
 # The fake host's own resolver (on its loopback and its addresses, as a
@@ -69,6 +76,63 @@ def bulk_one(conn):
             conn.recv(4096)
             for _ in range(BULK_BYTES // len(chunk)):
                 conn.sendall(chunk)
+        except OSError:
+            pass
+
+
+# Byte i of a transfer is PATTERN[i % PERIOD] (netprobe.c has the same):
+# a prime period, so a lost or repeated stretch shows.
+PERIOD = 65521
+PATTERN = bytes(((j * 2654435761) & 0xFFFFFFFF) >> 24 for j in range(PERIOD))
+_BIG = PATTERN * ((1 << 20) // PERIOD + 2)   # any 1 MiB stretch from any phase
+
+
+def recv_exact(conn, n):
+    b = b""
+    while len(b) < n:
+        got = conn.recv(n - len(b))
+        if not got:
+            raise OSError("short")
+        b += got
+    return b
+
+
+def serve_xfer(sock):
+    while True:
+        conn, _ = sock.accept()
+        threading.Thread(target=xfer_one, args=(conn,), daemon=True).start()
+
+
+def xfer_check(conn, want, result):
+    got, ok = 0, True
+    while True:
+        b = conn.recv(1 << 20)
+        if not b:
+            break
+        o = got % PERIOD
+        ok = ok and b == _BIG[o:o + len(b)]
+        got += len(b)
+    result.extend([got, ok and got == want])
+
+
+def xfer_one(conn):
+    with conn:
+        conn.settimeout(60)
+        try:
+            head = recv_exact(conn, 5)
+            recv_exact(conn, struct.unpack(">H", head[3:5])[0])
+            up, down = struct.unpack(">QQ", recv_exact(conn, 16))
+            result = []
+            reader = threading.Thread(target=xfer_check, args=(conn, up, result), daemon=True)
+            reader.start()
+            sent = 0
+            while sent < down:
+                n, o = min(1 << 20, down - sent), sent % PERIOD
+                conn.sendall(_BIG[o:o + n])
+                sent += n
+            reader.join()
+            if result:
+                conn.sendall(struct.pack(">QB", result[0], result[1]))
         except OSError:
             pass
 
@@ -197,6 +261,7 @@ def main():
     jobs += [(serve_tcp, bound(socket.SOCK_STREAM, "127.0.0.1", p)) for p in role.get("loopback_tcp", [])]
     jobs += [(serve_udp, bound(socket.SOCK_DGRAM, "0.0.0.0", p)) for p in role["udp"]]
     jobs += [(serve_bulk, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role.get("bulk", [])]
+    jobs += [(serve_xfer, bound(socket.SOCK_STREAM, "0.0.0.0", p)) for p in role.get("xfer", [])]
     jobs += [(serve_tcp, bound6(socket.SOCK_STREAM, p)) for p in role["tcp"]]
     jobs += [(serve_udp6, bound6(socket.SOCK_DGRAM, p)) for p in role["udp"]]
     if role["dns"]:

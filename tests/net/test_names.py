@@ -224,3 +224,47 @@ def test_a_resolver_the_sandbox_asks_itself_must_be_reachable(egress, kind, dns)
     assert r.returncode == 125, r
     assert len(r.stderr.strip().splitlines()) == 1 and f"--dns `{dns}`" in r.stderr, r.stderr
     assert "only host_allowlist" in r.stderr, r.stderr
+
+
+MIB = 1 << 20
+RELAY = [*NAMES, "--allow-host", "good.test:9001"]
+
+
+def xfer(up, down, conns=1, mode="both", sni="good.test"):
+    """netprobe xfer against servers.py's XFER (port 9001)."""
+    return ["xfer", "203.0.113.10", 9001, sni, up, down, conns, mode]
+
+
+def relay_cases(unit=MIB):
+    """What the relay is asked to carry once the name is checked (also
+    for a rootless run, in tests/helper/test_egress.py, with a smaller
+    unit: it runs in the VM lane too)."""
+    return [
+        # both ways at once: the server answers while the client still sends
+        xfer(24 * unit, 24 * unit),
+        # an upload, then the client's half-close: the server answers (its
+        # trailer) only once that FIN has reached it, and the client reads on
+        xfer(8 * unit, 0),
+        # the client waits for the server before it sends: its header, sent
+        # after the ClientHello, sits queued in the gate's socket meanwhile
+        xfer(4 * unit, 4 * unit, mode="wait"),
+        xfer(unit, unit, conns=32),
+        # a reader slower than the server, with a small receive buffer
+        xfer(1000, 8 * unit, mode="slow"),
+    ]
+
+
+def test_the_relay_is_byte_exact(egress, scratch):
+    """Every byte the gate relays after the name check arrives, once and
+    in order, both ways, and each side's end is passed on; the name
+    check still refuses another name on the same port."""
+    audit = scratch / "audit.jsonl"
+    cases = relay_cases()
+    calls = [["resolve", "good.test"], *cases, xfer(1000, 1000, sni="shared.test")]
+    # room for each case to report a stall (15 s without progress)
+    res, rep = egress.probes([*RELAY, "--egress-audit", audit], calls, timeout=150)
+    for r, c in zip(res[1:-1], cases):
+        assert r["ok"] and r["failed"] == 0, f"{c}: {r}"
+    assert not res[-1]["ok"] and res[-1]["failed"] == 1, f"another name on the relayed port: {res[-1]}"
+    refused = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
+    assert refused == [(9001, "shared.test", "not_allowed")], refused
