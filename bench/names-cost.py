@@ -14,7 +14,11 @@ Prints a markdown table: medians over rounds of each round's p50/p95
 setup time, and of the download rate, with the gate's cost against
 direct (goals: setup within 1.5 ms, throughput within 10 %).
 
-usage: sudo python3 bench/names-cost.py [-r ROUNDS] [-n SETUPS] [--build DIR]
+With --against DIR (the build directory of another tree, e.g. a change
+being tried), each round also runs the gate path with that build's
+egresstool and netprobe, so the two trees are compared in one window.
+
+usage: sudo python3 bench/names-cost.py [-r ROUNDS] [-n SETUPS] [--build DIR] [--against DIR]
 """
 import argparse
 import json
@@ -36,7 +40,8 @@ PATHS = {
 }
 
 
-def one(world, tool, probe, opts, n):
+def one(world, build, opts, n):
+    tool, probe = f"{build}/tests/net/egresstool", f"{build}/tests/net/netprobe"
     script = (f"{probe} resolve good.test >/dev/null; {probe} setups {UPSTREAM} 443 good.test {n}; "
               f"{probe} download {UPSTREAM} 9000 good.test")
     r = subprocess.run(world.hx(tool, "run", *opts, "--", "/bin/sh", "-c", script),
@@ -54,15 +59,18 @@ def main():
     ap.add_argument("-r", "--rounds", type=int, default=7)
     ap.add_argument("-n", "--setups", type=int, default=200)
     ap.add_argument("--build", default=str(REPO / "build"))
+    ap.add_argument("--against", help="another tree's build dir: its gate too, in the same rounds")
     a = ap.parse_args()
-    tool, probe = f"{a.build}/tests/net/egresstool", f"{a.build}/tests/net/netprobe"
     if os.geteuid() != 0:
         raise SystemExit("names-cost: needs root (network namespaces)")
-    got = {p: {"p50": [], "p95": [], "mbs": []} for p in PATHS}
+    runs = {p: (a.build, opts) for p, opts in PATHS.items()}
+    if a.against:
+        runs["against"] = (a.against, PATHS["gate"])
+    got = {p: {"p50": [], "p95": [], "mbs": []} for p in runs}
     with World(f"kwnb{os.getpid() % 10000}") as w:
         for _ in range(a.rounds):
-            for p, opts in PATHS.items():
-                s, d = one(w, tool, probe, opts, a.setups)
+            for p, (build, opts) in runs.items():
+                s, d = one(w, build, opts, a.setups)
                 got[p]["p50"].append(s["p50_ms"])
                 got[p]["p95"].append(s["p95_ms"])
                 got[p]["mbs"].append(d["mb_per_s"])
@@ -73,8 +81,14 @@ def main():
     print(f"| setup p50, ms | {d['p50']:.3f} | {g['p50']:.3f} | {g['p50'] - d['p50']:+.3f} |")
     print(f"| setup p95, ms | {d['p95']:.3f} | {g['p95']:.3f} | {g['p95'] - d['p95']:+.3f} |")
     print(f"| 100 MiB download, MiB/s | {d['mbs']:.0f} | {g['mbs']:.0f} | {100 * (g['mbs'] / d['mbs'] - 1):+.1f} % |")
+    if a.against:
+        t = med["against"]
+        print(f"| --against: setup p50, ms | | {t['p50']:.3f} | {t['p50'] - d['p50']:+.3f} |")
+        print(f"| --against: 100 MiB download, MiB/s | | {t['mbs']:.0f} | {100 * (t['mbs'] / d['mbs'] - 1):+.1f} % |")
     print(f"\nper round (direct, gate): p50 {got['direct']['p50']} {got['gate']['p50']}\n"
           f"MiB/s {got['direct']['mbs']} {got['gate']['mbs']}")
+    if a.against:
+        print(f"--against: p50 {got['against']['p50']}\nMiB/s {got['against']['mbs']}")
 
 
 if __name__ == "__main__":
