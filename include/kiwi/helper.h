@@ -73,6 +73,13 @@ struct kiwi_helper_request {
 	/* CGROUP_PREPARE: what the caller asks for (-1 / 0: not asked). */
 	struct kiwi_cgroup_limits limits;
 	char parent[KIWI_HELPER_SUBTREE_MAX];  /* "": the subtree itself */
+	/* CGROUP_PREPARE: for a session (kiwi-run-session(1)), whose execs
+	 * each get a cgroup of their own below it: the cgroup is no OOM group
+	 * (memory.oom.group 0: an exec's OOM kill is that exec's), its
+	 * controllers are enabled for its children, and its pid 1 goes into
+	 * its leaf "keeper" (cgroup v2 lets no process sit in a cgroup that
+	 * hands controllers on). */
+	bool session;
 	int64_t disk_size;                     /* DISK: bytes asked for */
 };
 
@@ -215,11 +222,11 @@ int kiwi_helper_egress_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);
  * --egress-audit, written by the caller). NULL: none. Owned by h. */
 struct kiwi_egress *kiwi_helper_egress(const struct kiwi_helper *h);
 /* Before clone: starts the helper when *h is NULL and asks it for a
- * cgroup with limits l under parent (NULL: the helper's subtree). Writes
- * the cgroup's name in the unified hierarchy ("/kiwi.slice/kiwi-...")
- * to name. */
+ * cgroup with limits l under parent (NULL: the helper's subtree), for a
+ * session or not (kiwi_helper_request's session). Writes the cgroup's
+ * name in the unified hierarchy ("/kiwi.slice/kiwi-...") to name. */
 int kiwi_helper_cgroup_prepare(struct kiwi_helper **h, const struct kiwi_cgroup_limits *l,
-			       const char *parent, char *name, size_t len, kiwi_err *err);
+			       const char *parent, bool session, char *name, size_t len, kiwi_err *err);
 /* After clone, while the sandbox waits: the helper moves it (pidfd) into
  * the cgroup and delegates the cgroup to us. */
 int kiwi_helper_cgroup_attach(struct kiwi_helper *h, int pidfd, kiwi_err *err);

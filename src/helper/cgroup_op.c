@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
@@ -65,6 +66,14 @@ int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_req
 	int r = check_parent_exists(parent, s->rule.cgroup_subtree, err);
 	if (r == 0)
 		r = kiwi_cgroup_create(parent, &l, &s->cg, err);
+	/* A session: no OOM group of its own (each exec's cgroup, made by the
+	 * caller below it, is one), its controllers handed on to its
+	 * children, and a leaf of root's for its pid 1, all made here, as
+	 * root: the request says only "session", never a name or a file. */
+	if (r == 0 && req->session && (s->cg_leaf = kiwi_cgroup_open_leaf(s->cg, "keeper", err)) < 0) {
+		kiwi_cgroup_destroy(TAKE_PTR(s->cg), NULL);
+		r = -1;
+	}
 	helper_override_end();
 	if (r < 0)
 		return -1;
@@ -75,39 +84,50 @@ int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_req
 /* The pid the attach may have written belongs to a stranger: every task
  * in the cgroup goes to the root cgroup (never to one the caller
  * controls), and the cgroup goes. Nothing is killed: they are not ours. */
+static bool empty_into(int fd, const char *root_procs)
+{
+	char procs[8192];
+	_cleanup_close_ int in = fd < 0 ? -1 : openat(fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	ssize_t n = in < 0 ? -1 : read(in, procs, sizeof(procs) - 1);
+	if (n < 0)
+		return false;
+	procs[n] = '\0';
+	for (char *line = strtok(procs, "\n"); line; line = strtok(NULL, "\n")) {
+		_cleanup_close_ int out = open(root_procs, O_WRONLY | O_CLOEXEC);
+		if (out >= 0 && write(out, line, strlen(line)) < 0)
+			continue;
+	}
+	return true;
+}
+
 static void evacuate(struct helper_session *s)
 {
-	char mount[256], root_procs[300], procs[8192];
+	char mount[256], root_procs[300], leaf[PATH_MAX];
 	if (kiwi_cgroup_mount(mount, sizeof(mount), NULL) < 0)
 		return;
 	snprintf(root_procs, sizeof(root_procs), "%s/cgroup.procs", mount);
-	int fd = kiwi_cgroup_fd(s->cg);
+	snprintf(leaf, sizeof(leaf), "%s/keeper", kiwi_cgroup_path(s->cg));
 	for (int round = 0; round < 100; round++) {
-		if (rmdir(kiwi_cgroup_path(s->cg)) == 0)
+		if ((s->cg_leaf < 0 || rmdir(leaf) == 0 || errno == ENOENT) && rmdir(kiwi_cgroup_path(s->cg)) == 0)
 			break;
-		_cleanup_close_ int in = openat(fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
-		ssize_t n = in < 0 ? -1 : read(in, procs, sizeof(procs) - 1);
-		if (n < 0)
+		if (!empty_into(kiwi_cgroup_fd(s->cg), root_procs) || (s->cg_leaf >= 0 && !empty_into(s->cg_leaf, root_procs)))
 			break;
-		procs[n] = '\0';
-		for (char *line = strtok(procs, "\n"); line; line = strtok(NULL, "\n")) {
-			_cleanup_close_ int out = open(root_procs, O_WRONLY | O_CLOEXEC);
-			if (out >= 0 && write(out, line, strlen(line)) < 0)
-				continue;
-		}
 		usleep(1000);
 	}
+	if (s->cg_leaf >= 0)
+		close(TAKE_FD(s->cg_leaf));
 	kiwi_cgroup_forget(TAKE_PTR(s->cg));
 }
 
-/* Pid 1 of the sandbox into the cgroup, as root. */
+/* Pid 1 of the sandbox into the cgroup (a session's: its leaf), as root. */
 static int move_in(struct helper_session *s, kiwi_err *err)
 {
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)s->sb.pid);
 	if (!helper_sandbox_alive(&s->sb))
 		return kiwi_error(err, ESRCH, STEP, "the sandbox's process ended");
-	_cleanup_close_ int fd = openat(kiwi_cgroup_fd(s->cg), "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	int dir = s->cg_leaf >= 0 ? s->cg_leaf : kiwi_cgroup_fd(s->cg);
+	_cleanup_close_ int fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, pid, strlen(pid)) < 0)
 		return kiwi_error(err, errno, STEP, "cannot move the sandbox into `%s`", kiwi_cgroup_name(s->cg));
 	if (helper_sandbox_alive(&s->sb))
@@ -208,6 +228,8 @@ void helper_cgroup_teardown(struct helper_session *s)
 		kill(s->cg_keeper, SIGKILL);
 		waitpid(s->cg_keeper, NULL, 0);
 	}
+	if (s->cg_leaf >= 0)
+		close(TAKE_FD(s->cg_leaf));
 	if (helper_override_begin(helper_caps_cgroup_held(), NULL) < 0)
 		return;
 	kiwi_cgroup_destroy(TAKE_PTR(s->cg), NULL);

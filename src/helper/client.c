@@ -438,7 +438,7 @@ static void write_limits(kiwi_json_writer *w, const struct kiwi_cgroup_limits *l
 }
 
 int kiwi_helper_cgroup_prepare(struct kiwi_helper **hp, const struct kiwi_cgroup_limits *l, const char *parent,
-			       char *name, size_t len, kiwi_err *err)
+			       bool session, char *name, size_t len, kiwi_err *err)
 {
 	if (l->io_max || l->unified)
 		return kiwi_error(err, EPERM, "cgroup", "io.max and raw cgroup files need root: kiwi-helper sets "
@@ -450,6 +450,10 @@ int kiwi_helper_cgroup_prepare(struct kiwi_helper **hp, const struct kiwi_cgroup
 	if (parent) {
 		kiwi_jw_key(w, "parent");
 		kiwi_jw_string(w, parent);
+	}
+	if (session) {
+		kiwi_jw_key(w, "session");
+		kiwi_jw_bool(w, true);
 	}
 	if (kiwi_helper_start(hp, err) < 0)
 		return -1;

@@ -155,6 +155,11 @@ static int parse_cgroup_key(struct kiwi_helper_request *req, const char *key, co
 		snprintf(req->parent, sizeof(req->parent), "%s", s);
 		return 0;
 	}
+	if (!strcmp(key, "session")) {
+		if (!kiwi_json_bool(v, &req->session))
+			return kiwi_error(err, EINVAL, "request", "\"session\" is not a boolean");
+		return 0;
+	}
 	if (!strcmp(key, "io_max") || !strcmp(key, "unified"))
 		return kiwi_error(err, EPERM, "request", "cgroup-prepare: \"%s\" is not available through the helper "
 				  "(it names devices or raw files: root only)", key);

@@ -19,6 +19,7 @@ struct helper_session {
 	struct kiwi_egress *egress;        /* prepared, and set up once attached */
 	bool attached;
 	struct kiwi_cgroup *cg;            /* cgroup-prepare's, removed at the end */
+	int cg_leaf;                       /* a session's: cg's leaf "keeper", where pid 1 goes; -1: none */
 	pid_t cg_keeper;                   /* holds cg's lock and the slot while it is populated */
 	int disk_mnt, disk_image;          /* disk's mount and image, kept until the end */
 	bool sandbox_ended;                /* its pidfd polled readable */
@@ -26,7 +27,7 @@ struct helper_session {
 };
 
 #define HELPER_SESSION_INIT { .sandbox_slot = -1, .veth_slot = -1, .sb = HELPER_SANDBOX_INIT, \
-			      .disk_mnt = -1, .disk_image = -1 }
+			      .disk_mnt = -1, .disk_image = -1, .cg_leaf = -1 }
 
 /* Answers requests until the socket closes or the sandbox ends, then
  * removes everything made for it. Returns the exit status. */

@@ -1133,7 +1133,8 @@ static int make_cgroup(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbo
 	}
 	char name[512];
 	kiwi_err via = { 0 };
-	if (kiwi_helper_cgroup_prepare(&res->helper, &cfg->limits, cfg->cgroup_parent, name, sizeof(name), &via) == 0 &&
+	if (kiwi_helper_cgroup_prepare(&res->helper, &cfg->limits, cfg->cgroup_parent, cfg->session != NULL, name,
+				       sizeof(name), &via) == 0 &&
 	    kiwi_cgroup_adopt(name, cg, &via) == 0)
 		return 0;
 	/* Both ways failed: the helper's reason first (the way meant for

@@ -66,8 +66,9 @@ static pid_t pidfd_host_pid(int pidfd)
  * that the session's pid 1 can start the leader in it (kiwi/keeper.h). Its
  * cgroup.procs gets the owner of the session's, pid 1's (sandbox.c,
  * delegate_procs): the kernel asks pid 1 for write permission on both.
- * A session without a cgroup (or one kiwi-helper holds) has none: the
- * leader still ends the exec's tree, as a subreaper. */
+ * A session without a cgroup has none: the leader still ends the exec's
+ * tree, as a subreaper. (kiwi-helper's cgroup for a session is made as
+ * ours is: no OOM group, controllers handed on, pid 1 in its leaf.) */
 static void make_own_cgroup(struct client *c, const struct kiwi_registry_entry *e)
 {
 	if (!e->cgroup[0])

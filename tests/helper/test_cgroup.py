@@ -459,3 +459,55 @@ def test_kiwi_run_timeout_kills_through_the_delegated_cgroup(cg, kiwi_run, helpe
     assert r.returncode == 137, (r.stderr, verdict)
     assert verdict["timed_out"] is True and verdict["killed_by"] == "timeout", verdict
     assert not (CGROOT / verdict["cgroup"].lstrip("/")).exists()
+
+
+def session_as(kiwi_run, helper, *args, user="kiwi-test"):
+    kr, _ = kiwi_run
+    argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "env", f"KIWI_HELPER={helper}",
+            str(kr), "session", *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def session_exec(kiwi_run, helper, sid, v, script):
+    r = session_as(kiwi_run, helper, "exec", sid, "--verdict", v, "--", "/bin/sh", "-c", script)
+    return r, json.loads(v.read_text()) if v.exists() and v.stat().st_size else None
+
+
+@needs_v2
+def test_a_session_through_the_helper_has_a_cgroup_per_exec(cg, kiwi_run, helper, vdir):
+    """A rootless session whose cgroup kiwi-helper made ("session" in
+    cgroup-prepare): the session's cgroup is no OOM group and hands its
+    controllers on, its pid 1 sits in the root-owned leaf "keeper", and
+    each exec gets a cgroup of its own below it: one exec's OOM kill is
+    reported on that exec alone and the next exec works."""
+    r = session_as(kiwi_run, helper, "create", "--rootfs", kiwi_run[1], "--network", "none", "--memory", "64M",
+                   "--pids", "64")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        r = session_as(kiwi_run, helper, "list", "--json")
+        (name,) = [e["cgroup"] for e in json.loads(r.stdout) if e["id"] == sid]
+        d = CGROOT / name.lstrip("/")
+        MADE.append(d)
+        assert (d / "memory.oom.group").read_text() == "0\n"
+        assert {"memory", "pids"} <= set((d / "cgroup.subtree_control").read_text().split())
+        assert procs(d) == [] and len(procs(d / "keeper")) == 1 and (d / "keeper").stat().st_uid == 0
+        assert (d / "memory.max").stat().st_uid == 0, "a limit file was handed to the caller"
+
+        r, v1 = session_exec(kiwi_run, helper, sid, vdir / "v1.json", "echo keep > /tmp/kept")
+        assert r.returncode == 0 and v1, r.stderr
+        r, v2 = session_exec(kiwi_run, helper, sid, vdir / "v2.json", "dd if=/dev/zero of=/dev/null bs=200M count=1")
+        assert r.returncode == 137 and v2, (r.returncode, r.stderr, v2)
+        assert v2["oom_killed"] is True and v2["killed_by"] == "oom", v2
+        assert v2["cgroup"].startswith(name + "/exec-"), v2
+        assert not (CGROOT / v2["cgroup"].lstrip("/")).exists(), "the exec's cgroup outlived it"
+        r, v3 = session_exec(kiwi_run, helper, sid, vdir / "v3.json",
+                             "cat /tmp/kept; head -c 8000000 /dev/zero | cat >/dev/null")
+        assert r.returncode == 0 and r.stdout == "keep\n", (r.stdout, r.stderr)
+        assert v3["oom_killed"] is False and v3["killed_by"] is None, v3
+        assert isinstance(v3["peak_memory_kib"], int) and v3["peak_memory_kib"] > 0, v3
+        assert v3["cgroup"].startswith(name + "/exec-") and v3["cgroup"] != v2["cgroup"], v3
+    finally:
+        r = session_as(kiwi_run, helper, "destroy", sid)
+    ev = json.loads(r.stdout)
+    assert r.returncode == 0 and ev["clean"] and ev["cgroup_removed"] is True, (r.stdout, r.stderr)

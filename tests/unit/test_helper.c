@@ -282,6 +282,10 @@ Test(helper_request, cgroup_keys)
 	cr_expect_eq(req.op, KIWI_HELPER_OP_CGROUP_PREPARE);
 	cr_expect(req.limits.memory_max == 64 << 20 && req.limits.memory_swap_max == 0);
 	cr_expect(req.limits.pids_max == KIWI_CGROUP_MAX && req.limits.cpu_quota_us == 50000);
+	cr_expect(!req.session);
+	cr_assert_eq(parse_request("{\"op\":\"cgroup-prepare\",\"memory\":\"64M\",\"session\":true}", &req, &err), 0,
+		     "%s", err.msg);
+	cr_expect(req.session);
 	cr_assert_eq(parse_request("{\"op\":\"cgroup-attach\"}", &req, &err), 0);
 	cr_expect_eq(req.op, KIWI_HELPER_OP_CGROUP_ATTACH);
 	const struct {
@@ -295,6 +299,8 @@ Test(helper_request, cgroup_keys)
 		{ "{\"op\":\"cgroup-prepare\",\"parent\":\"\"}", "parent" },
 		{ "{\"op\":\"cgroup-prepare\",\"hugetlb\":1}", "hugetlb" },
 		{ "{\"op\":\"cgroup-attach\",\"memory\":1}", "memory" },
+		{ "{\"op\":\"cgroup-prepare\",\"session\":\"yes\"}", "session" },
+		{ "{\"op\":\"cgroup-attach\",\"session\":true}", "session" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		kiwi_err e = { 0 };
