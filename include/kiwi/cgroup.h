@@ -94,11 +94,13 @@ void kiwi_cgroup_remove_parents(const char *from, const char *top);
  * kiwi_cgroup_adopted()): the helper moves the sandbox in. */
 int kiwi_cgroup_adopt(const char *name, struct kiwi_cgroup **out, kiwi_err *err);
 bool kiwi_cgroup_adopted(const struct kiwi_cgroup *cg);
-/* Sessions (kiwi-run-session(1)): cg's controllers enabled for its
- * children and <cg>/<leaf> made, before any process is in cg (cgroup v2
- * hands controllers down only from cgroups without processes of their
- * own); an O_DIRECTORY fd of the leaf, for CLONE_INTO_CGROUP. */
+/* Sessions (kiwi-run-session(1)): <cg>/<leaf> made; an O_DIRECTORY fd of
+ * it, for CLONE_INTO_CGROUP. */
 int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err);
+/* cg's controllers enabled for its children, cg no OOM group of its own:
+ * while no process is in cg itself (cgroup v2 hands controllers down only
+ * from cgroups without processes of their own). */
+int kiwi_cgroup_enable_children(struct kiwi_cgroup *cg, kiwi_err *err);
 /* <name>/<leaf> (name in the unified hierarchy) made, opened, not locked,
  * one OOM group (memory.oom.group, where memory is on): kiwi_cgroup_destroy()
  * kills what is in it and removes it. */
@@ -106,14 +108,14 @@ int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgrou
 /* Moves pid into cg (cgroup.procs). */
 int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);
 /* Delegation of cgroup.procs alone (a session's pid 1 starts each exec's
- * leader in the exec's cgroup, kiwi/keeper.h): the file is given to uid,
+ * leader in the exec's cgroup, kiwi/keeper.h): the file is given to uid and gid,
  * never the limit files nor cgroup.subtree_control. A writer of
  * cgroup.procs moves a process only between cgroups whose common
  * ancestor's cgroup.procs it may write too, so what is given below one
  * cgroup keeps its moves below it. */
-int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, kiwi_err *err);
-/* Gives cg's cgroup.procs the owner of its parent's, when that is not
- * us; *owner gets that owner. */
+int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, gid_t gid, kiwi_err *err);
+/* Gives cg's cgroup.procs the owner and group of its parent's, when that
+ * owner is not us; *owner gets that owner. */
 int kiwi_cgroup_inherit_procs_owner(struct kiwi_cgroup *cg, uid_t *owner, kiwi_err *err);
 /* Where the unified hierarchy is mounted (/sys/fs/cgroup when it is
  * cgroup2, else the first cgroup2 mount). ENOENT when nowhere. */

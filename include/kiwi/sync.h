@@ -31,6 +31,9 @@ enum kiwi_sync_type {
 	KIWI_SYNC_PURGED,         /* init -> parent  done; value: how many were killed */
 	KIWI_SYNC_WITNESS,        /* init -> parent  a session, before #2: the sandbox's own
 	                           * procfs rides along, ns_id is its mount namespace's */
+	KIWI_SYNC_CGROUP_FD,      /* parent -> init  a session, before #1: the session's
+				   * cgroup rides along, for the root of pid 1's cgroup
+				   * namespace (init.c, cgroupns_at) */
 	KIWI_SYNC_DISK_FD,        /* parent -> init  before #1: the disk layer kiwi-helper
 	                           * made rides along, to take the reserved disk_fd */
 	KIWI_SYNC_BIND_FD,        /* parent -> init  before #1: bind value's idmapped tree from
@@ -43,6 +46,9 @@ enum kiwi_sync_type {
  * cgroup namespace made at clone is rooted at the caller's cgroup: pid 1
  * makes a new one, rooted at the sandbox's cgroup. */
 #define KIWI_SYNC_NEW_CGROUPNS 2u
+/* init -> parent, EXEC_OK of a session: pid 1's cgroup namespace is rooted
+ * at the session's cgroup (else at its leaf, keeper). */
+#define KIWI_SYNC_CGROUPNS_AT_SESSION 8u
 
 struct kiwi_sync_msg {
 	uint32_t type;

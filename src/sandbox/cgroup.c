@@ -885,14 +885,17 @@ static unsigned offered(int dirfd)
 	return bits;
 }
 
-int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err)
+int kiwi_cgroup_enable_children(struct kiwi_cgroup *cg, kiwi_err *err)
 {
 	/* An OOM kill ends one exec (its cgroup is one OOM group), never the
 	 * whole session: the session's cgroup is no group of its own. */
 	if (write_raw(cg->fd, "memory.oom.group", "0") < 0 && errno != ENOENT)
 		return kiwi_error(err, errno, "cgroup", "cannot write `%s/memory.oom.group`", cg->path);
-	if (enable_in(cg->fd, cg->path, offered(cg->fd), err) < 0)
-		return -1;
+	return enable_in(cg->fd, cg->path, offered(cg->fd), err);
+}
+
+int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *err)
+{
 	if (mkdirat(cg->fd, leaf, 0755) < 0 && errno != EEXIST)
 		return kiwi_error(err, errno, "cgroup", "cannot create `%s/%s`", cg->path, leaf);
 	return open_cg_dir(cg->fd, leaf, cg->path, err);
@@ -940,11 +943,11 @@ int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err)
 	return 0;
 }
 
-int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, kiwi_err *err)
+int kiwi_cgroup_give_procs(struct kiwi_cgroup *cg, uid_t uid, gid_t gid, kiwi_err *err)
 {
-	if (fchownat(cg->fd, "cgroup.procs", uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0)
-		return kiwi_error(err, errno, "cgroup", "cannot give `%s/cgroup.procs` to uid %u", cg->path,
-				  (unsigned)uid);
+	if (fchownat(cg->fd, "cgroup.procs", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return kiwi_error(err, errno, "cgroup", "cannot give `%s/cgroup.procs` to %u:%u", cg->path,
+				  (unsigned)uid, (unsigned)gid);
 	return 0;
 }
 
@@ -954,7 +957,7 @@ int kiwi_cgroup_inherit_procs_owner(struct kiwi_cgroup *cg, uid_t *owner, kiwi_e
 	if (fstatat(cg->fd, "../cgroup.procs", &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return kiwi_error(err, errno, "cgroup", "cannot read the owner of `%s/../cgroup.procs`", cg->path);
 	*owner = st.st_uid;
-	return st.st_uid == geteuid() ? 0 : kiwi_cgroup_give_procs(cg, st.st_uid, err);
+	return st.st_uid == geteuid() ? 0 : kiwi_cgroup_give_procs(cg, st.st_uid, st.st_gid, err);
 }
 
 int kiwi_cgroup_mount(char *out, size_t len, kiwi_err *err)

@@ -13,6 +13,7 @@
 #include "kiwi/net_audit.h"
 #include "kiwi/pty.h"
 #include "kiwi/seccomp.h"
+#include "kiwi/spawn.h"
 #include "kiwi/userns.h"
 
 #include <errno.h>
@@ -437,6 +438,9 @@ struct init_ctx {
 	struct disk_watch disk;          /* the writable layer, watched while the command runs */
 	struct kiwi_idmounts trees;      /* args->trees', with the rootfs's directory of our namespace */
 	int rootfs_tree;                 /* the idmapped rootfs, from sync #1; -1: none */
+	int session_cg;                  /* a session's cgroup, from before sync #1; -1: none */
+	bool cgroupns_at_session;        /* our cgroup namespace's root is session_cg */
+	char cgroupns_note[96];          /* --debug: where that root is, and why */
 	char note[160];                  /* --debug: the step's details */
 };
 
@@ -449,6 +453,55 @@ __attribute__((format(printf, 2, 3))) static void note(struct init_ctx *c, const
 	va_start(ap, fmt);
 	vsnprintf(c->note, sizeof(c->note), fmt, ap);
 	va_end(ap);
+}
+
+/* A session's cgroup namespace, rooted at the session's cgroup rather
+ * than at pid 1's own leaf (<cgroup>/keeper), so that each exec's cgroup,
+ * a sibling of the leaf, is inside it: under nsdelegate (systemd's cgroup2
+ * mount, the VM lane) clone3(CLONE_INTO_CGROUP) of an exec's leader wants
+ * its target there (kiwi/keeper.h). A namespace takes its root from the
+ * cgroup its first process is in, and pid 1 is already in the leaf: a
+ * child is cloned into the session's cgroup with a new cgroup namespace
+ * (no move, no cgroup.procs write: the kernel checks pid 1's write right
+ * on the session's cgroup.procs, which sandbox.c delegated), pid 1 joins
+ * its namespace and lets it go. kiwi-run enables the session's
+ * controllers for its children only after this (sync #2): the kernel
+ * would refuse a process in a cgroup that hands them down. Where the
+ * clone is refused, the namespace is rooted at the leaf, as before. */
+static int cgroupns_at(struct init_ctx *c, kiwi_err *err)
+{
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) < 0)
+		return kiwi_error(err, errno, "init", "cannot make a pipe");
+	kiwi_err why = { 0 };
+	int pidfd = -1;
+	pid_t pid = kiwi_spawn(CLONE_NEWCGROUP, c->session_cg, &pidfd, &why);
+	if (pid == 0) {
+		char b;
+		close(gate[1]);
+		(void)!read(gate[0], &b, 1);  /* until pid 1 has joined */
+		_exit(0);
+	}
+	close(gate[0]);
+	int joined = pid > 0 ? setns(pidfd, CLONE_NEWCGROUP) : -1;
+	int e = pid > 0 ? errno : why.errnum;
+	close(gate[1]);
+	if (pid > 0) {
+		siginfo_t info;
+		waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+		close(pidfd);
+	}
+	kiwi_closep(&c->session_cg);
+	if (joined == 0) {
+		c->cgroupns_at_session = true;
+		snprintf(c->cgroupns_note, sizeof(c->cgroupns_note), "the session's cgroup");
+		return 0;
+	}
+	snprintf(c->cgroupns_note, sizeof(c->cgroupns_note), "the leaf (%s into the session's cgroup: %s)",
+		 pid < 0 ? "clone3" : "setns", strerror(e));
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
+	return 0;
 }
 
 /* The ids to build with, then no way back in for the command: not
@@ -472,8 +525,12 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 		keep[6 + i] = i == 0 ? t->rootfs_dir : i == 1 ? t->rootfs : t->binds[i - 2];
 	/* Still CAP_SYS_ADMIN in our user namespace: /proc/self/cgroup reads
 	 * "0::/" inside, as when clone3 put us into the cgroup. */
-	if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0)
+	if (c->session_cg >= 0) {
+		if (cgroupns_at(c, err) < 0)
+			return -1;
+	} else if ((c->sync_flags & KIWI_SYNC_NEW_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0) {
 		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
+	}
 	if (t) {
 		t->rootfs_dir = keep[6] = open(cfg->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (t->rootfs_dir < 0)
@@ -488,7 +545,8 @@ static int seal_pid1(struct init_ctx *c, kiwi_err *err)
 		return kiwi_error(err, errno, "init", "cannot make pid 1 non-dumpable");
 	if (close_fds_except(cfg->preserve_fds, cfg->n_preserve_fds, keep, 6 + n_trees, err) < 0)
 		return -1;
-	note(c, "non-dumpable, %zu fd(s) passed on", cfg->n_preserve_fds);
+	note(c, "non-dumpable, %zu fd(s) passed on%s%s", cfg->n_preserve_fds,
+	     c->cgroupns_note[0] ? ", cgroup namespace at " : "", c->cgroupns_note);
 	return 0;
 }
 
@@ -607,8 +665,10 @@ static void send_witness(int sock)
  * made after clone: the disk layer and the binds' idmapped trees, each
  * taking the fd number the parent reserved for it (cfg->disk_fd, the
  * trees' binds), so the setup uses them as root's. A bind that got no
- * tree (the caller's rule has no bind operation) is bound as it is. */
-static int recv_maps_done(int sock, const struct kiwi_init_args *args, struct kiwi_sync_msg *m, int *fd)
+ * tree (the caller's rule has no bind operation) is bound as it is. A
+ * session's cgroup may come too: *session_cg gets it. */
+static int recv_maps_done(int sock, const struct kiwi_init_args *args, struct kiwi_sync_msg *m, int *fd,
+			  int *session_cg)
 {
 	const struct kiwi_idmounts *t = args->trees;
 	size_t n = t && !args->cfg->idmounts ? t->n : 0;  /* root's trees come at clone */
@@ -619,6 +679,10 @@ static int recv_maps_done(int sock, const struct kiwi_init_args *args, struct ki
 			return -1;
 		if (m->type == KIWI_SYNC_MAPS_DONE)
 			break;
+		if (m->type == KIWI_SYNC_CGROUP_FD && *fd >= 0 && *session_cg < 0) {
+			*session_cg = TAKE_FD(*fd);
+			continue;
+		}
 		int target = -1;
 		if (m->type == KIWI_SYNC_DISK_FD)
 			target = args->cfg->disk_fd;
@@ -641,7 +705,8 @@ static int recv_maps_done(int sock, const struct kiwi_init_args *args, struct ki
 
 _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 {
-	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 }, .rootfs_tree = -1 };
+	struct init_ctx c = { .args = args, .cfg = args->cfg, .cmd_args = *args, .disk = { .layer = -1 }, .rootfs_tree = -1,
+			      .session_cg = -1 };
 	const struct kiwi_debug *dbg = c.cfg->debug;   /* fd 2 is still kiwi-run's (kiwi/debug.h) */
 	int sock = args->sock;
 	kiwi_err err = { 0 };
@@ -659,7 +724,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 
 	/* #1: wait for the parent to write our uid and gid maps. */
-	if (recv_maps_done(sock, args, &m, &c.rootfs_tree) < 0)
+	if (recv_maps_done(sock, args, &m, &c.rootfs_tree, &c.session_cg) < 0)
 		_exit(1);
 	c.sync_flags = m.flags;
 	KIWI_DEBUG(dbg, "init", t, "wait-maps", "released by kiwi-run (sync #1)");
@@ -680,7 +745,8 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 		if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0)
 			goto fail;
 		m = (struct kiwi_sync_msg){ .type = KIWI_SYNC_EXEC_OK, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC),
-					    .real_ns = kiwi_clock_ns(CLOCK_REALTIME) };
+					    .real_ns = kiwi_clock_ns(CLOCK_REALTIME),
+					    .flags = c.cgroupns_at_session ? KIWI_SYNC_CGROUPNS_AT_SESSION : 0 };
 		kiwi_sync_send(sock, &m);
 		kiwi_keeper_main(args, c.disk.layer);
 	}

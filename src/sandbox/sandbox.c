@@ -293,6 +293,22 @@ static void session_ready(struct follow *f)
 	f->session->ready(f->session->ctx, f->res);
 }
 
+/* Once pid 1 has made its cgroup namespace (init.c, cgroupns_at), the
+ * session's cgroup, empty again, hands its controllers down to pid 1's
+ * leaf and each exec's cgroup. */
+static int enable_session_controllers(struct follow *f, uint32_t flags)
+{
+	int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
+	kiwi_err e = { 0 };
+	if (kiwi_cgroup_enable_children(f->cg, &e) < 0) {
+		fail_and_kill(f, &e);
+		return -1;
+	}
+	KIWI_DEBUG(f->cfg->debug, "run", t, "cgroup-children", "controllers on for %s's children; cgroup namespace at %s",
+		   kiwi_cgroup_name(f->cg), flags & KIWI_SYNC_CGROUPNS_AT_SESSION ? "it" : "its leaf, keeper");
+	return 0;
+}
+
 static void on_exec_count(struct follow *f, int running)
 {
 	f->execs = running > 0 ? running : 0;
@@ -331,6 +347,8 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		KIWI_DEBUG(f->cfg->debug, "run", 0, "started", "the command runs (sync #2)");
 		res->started = true;
 		f->exec_mono = m->mono_ns;
+		if (f->session && f->cg_leaf_fd >= 0 && enable_session_controllers(f, m->flags) < 0)
+			break;
 		if (f->session)
 			session_ready(f);
 		else if (f->cfg->timeout_ns)
@@ -811,6 +829,9 @@ static int release_child(struct follow *f, pid_t pid)
 			return -1;
 		KIWI_DEBUG(dbg, "run", t, "idmap-rootfs", "through pid %d's user namespace", (int)pid);
 	}
+	struct kiwi_sync_msg cgm = { .type = KIWI_SYNC_CGROUP_FD };
+	if (f->cg_leaf_fd >= 0 && kiwi_sync_send_fd(f->sock, &cgm, kiwi_cgroup_fd(f->cg)) < 0)
+		return kiwi_error(f->err, errno, "sync", "cannot hand the sandbox its cgroup");
 	if ((rootfs >= 0 ? kiwi_sync_send_fd(f->sock, &go, rootfs) : kiwi_sync_send(f->sock, &go)) < 0)
 		return kiwi_error(f->err, errno, "sync", "cannot signal the sandbox");
 	return 0;
@@ -935,14 +956,17 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	 * moves the sandbox in (release_child). */
 	bool into = f->cg && !kiwi_cgroup_adopted(f->cg);
 	int into_fd = f->cg_leaf_fd >= 0 ? f->cg_leaf_fd : kiwi_cgroup_fd(f->cg);
-	pid_t pid = kiwi_spawn(KIWI_SANDBOX_NAMESPACES, into ? into_fd : -1, &f->pidfd, f->err);
+	/* A session's pid 1 makes its cgroup namespace itself, rooted at the
+	 * session's cgroup rather than at its leaf (init.c, cgroupns_at). */
+	uint64_t ns = KIWI_SANDBOX_NAMESPACES & ~(f->cg_leaf_fd >= 0 ? (uint64_t)CLONE_NEWCGROUP : 0);
+	pid_t pid = kiwi_spawn(ns, into ? into_fd : -1, &f->pidfd, f->err);
 	if (pid == 0) {
 		close(f->sock);
 		kiwi_init_main(&args);
 	}
 	if (pid > 0)
-		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s pid=%d",
-			   into ? " into-cgroup" : "", (int)pid);
+		KIWI_DEBUG(cfg->debug, "run", t, "clone3", "ns=user,mnt,pid,net,uts,ipc,cgroup%s%s pid=%d",
+			   ns & CLONE_NEWCGROUP ? "" : "(by pid 1)", into ? " into-cgroup" : "", (int)pid);
 	close(sp[1]);
 	/* The holders were killed before the clone: reaped now, so that the
 	 * sandbox is kiwi-run's only child from here on. */
@@ -1003,24 +1027,26 @@ static int end_layer(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_
 	return 0;
 }
 
-/* The host uid pid 1 runs as: the outside of its inside uid (0 where the
- * map has it, else --user's, as init.c's become_setup_ids picks). */
-static uid_t pid1_host_uid(const struct kiwi_sandbox_config *cfg)
+/* The outside of the id pid 1 takes on inside: 0 where the map has it,
+ * else --user's, as init.c's become_setup_ids picks; own when unmapped. */
+static uint32_t pid1_outside(const struct kiwi_id_extent *m, size_t n, uint32_t user, uint32_t own)
 {
-	const struct kiwi_idmap *m = cfg->idmap;
-	if (!m)
-		return geteuid();  /* our own uid at 0 (root: 0 at 0) */
-	uint32_t inside = kiwi_idmap_maps(m->uid, m->n_uid, 0) ? 0 : cfg->uid;
-	for (size_t i = 0; i < m->n_uid; i++)
-		if (inside >= m->uid[i].inside && inside - m->uid[i].inside < m->uid[i].count)
-			return (uid_t)(m->uid[i].outside + (inside - m->uid[i].inside));
-	return geteuid();
+	uint32_t inside = kiwi_idmap_maps(m, n, 0) ? 0 : user;
+	for (size_t i = 0; i < n; i++)
+		if (inside >= m[i].inside && inside - m[i].inside < m[i].count)
+			return m[i].outside + (inside - m[i].inside);
+	return own;
 }
 
 /* A session's pid 1 starts each exec's leader in the exec's own cgroup
- * with clone3(CLONE_INTO_CGROUP) (kiwi/keeper.h). The kernel checks that
- * as a write to cgroup.procs by pid 1's host fsuid, of the target and of
- * the common ancestor of pid 1's cgroup and the target: this one. So its
+ * with clone3(CLONE_INTO_CGROUP) (kiwi/keeper.h), and a child of its own
+ * in this one for its cgroup namespace's root (init.c, cgroupns_at). The
+ * kernel checks each as a write to cgroup.procs by pid 1's host fsuid, of
+ * the target and of the common ancestor of pid 1's cgroup and the target:
+ * this one. The group goes with the owner: the namespace's child is made
+ * before pid 1 takes on its ids, as the caller's uid with the capabilities
+ * of its own user namespace, which override the file's mode only where
+ * the file's uid and gid are both mapped in it. So its
  * cgroup.procs alone is pid 1's (each exec's is given the same owner by
  * the exec client), never a limit file nor cgroup.subtree_control, and
  * the kernel keeps every move such a writer makes below this cgroup: out
@@ -1030,17 +1056,19 @@ static uid_t pid1_host_uid(const struct kiwi_sandbox_config *cfg)
  * --debug of session exec reports with the errno. */
 static void delegate_procs(const struct kiwi_sandbox_config *cfg, struct kiwi_cgroup *cg)
 {
-	uid_t uid = pid1_host_uid(cfg);
+	const struct kiwi_idmap *m = cfg->idmap;  /* NULL: our own ids at 0 */
+	uid_t uid = m ? pid1_outside(m->uid, m->n_uid, cfg->uid, geteuid()) : geteuid();
+	gid_t gid = m ? pid1_outside(m->gid, m->n_gid, cfg->gid, getegid()) : getegid();
 	kiwi_err e = { 0 };
 	int64_t t = KIWI_DEBUG_NOW(cfg->debug);
 	if (uid == geteuid())
 		return;
-	if (kiwi_cgroup_give_procs(cg, uid, &e) < 0)
+	if (kiwi_cgroup_give_procs(cg, uid, gid, &e) < 0)
 		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-delegate", "%s: %s (execs will be moved in)", e.msg,
 			   strerror(e.errnum));
 	else
-		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-delegate", "%s/cgroup.procs to uid %u (pid 1's)",
-			   kiwi_cgroup_name(cg), (unsigned)uid);
+		KIWI_DEBUG(cfg->debug, "run", t, "cgroup-delegate", "%s/cgroup.procs to %u:%u (pid 1's)",
+			   kiwi_cgroup_name(cg), (unsigned)uid, (unsigned)gid);
 }
 
 static int run_with_network(const struct kiwi_sandbox_config *cfg, struct kiwi_sandbox_result *res,
