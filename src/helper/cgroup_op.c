@@ -70,7 +70,11 @@ int helper_cgroup_prepare(struct helper_session *s, const struct kiwi_helper_req
 	 * caller below it, is one), its controllers handed on to its
 	 * children, and a leaf of root's for its pid 1, all made here, as
 	 * root: the request says only "session", never a name or a file. */
-	if (r == 0 && req->session && (s->cg_leaf = kiwi_cgroup_open_leaf(s->cg, "keeper", err)) < 0) {
+	if (r == 0 && req->session &&
+	    ((s->cg_leaf = kiwi_cgroup_open_leaf(s->cg, "keeper", err)) < 0 ||
+	     kiwi_cgroup_enable_children(s->cg, err) < 0)) {
+		if (s->cg_leaf >= 0)
+			close(TAKE_FD(s->cg_leaf));
 		kiwi_cgroup_destroy(TAKE_PTR(s->cg), NULL);
 		r = -1;
 	}
