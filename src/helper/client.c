@@ -114,8 +114,21 @@ int kiwi_helper_stop(struct kiwi_helper *h, kiwi_err *err)
 	if (ready == 0)
 		return kiwi_error(err, ETIMEDOUT, STEP, "kiwi-helper (pid %d) has not finished its cleanup "
 			  "after %d s; left to finish on its own", (int)pid, HELPER_STOP_TIMEOUT_MS / 1000);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	/* Its teardown ends in exit 0. 1 (it refused to start) and 127 (it
+	 * could not be run) were told as the answer to the first request;
+	 * anything else (125: it stopped rather than stay root) or a signal
+	 * may have left what it made. */
+	if (WIFSIGNALED(status))
+		return kiwi_error(err, 0, STEP, "kiwi-helper (pid %d) was killed by signal %d before its cleanup "
+			  "ended; `kiwi-run gc` and the next helper session collect what it left", (int)pid,
+			  WTERMSIG(status));
+	if (WIFEXITED(status) && WEXITSTATUS(status) && WEXITSTATUS(status) != 1 && WEXITSTATUS(status) != 127)
+		return kiwi_error(err, 0, STEP, "kiwi-helper (pid %d) ended its cleanup with exit status %d; "
+			  "`kiwi-run gc` and the next helper session collect what it left", (int)pid,
+			  WEXITSTATUS(status));
 	return 0;
 }
 

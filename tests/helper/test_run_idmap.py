@@ -335,3 +335,59 @@ def test_a_helper_that_never_answers_does_not_hang_kiwi_run(kiwi_run, install_di
     r = run_as("kiwi-test", kiwi_run, mute, ["--uidmap", "0:200000:65536"], ["true"])
     assert r.returncode == 125, explain(r)
     assert r.stderr.count("\n") == 1 and "did not answer within 30 s" in r.stderr, explain(r)
+
+
+def test_a_helper_killed_during_the_run_is_a_cleanup_error(kiwi_run, helper, config):
+    """Root kills the run's kiwi-helper while the command runs: the run
+    still ends with its command and its verdict, and then says in one line
+    that the helper's cleanup did not end, instead of staying silent (the
+    verdict is written before the helper is stopped: it never waits for
+    the teardown)."""
+    import signal
+    vdir = Path(tempfile.mkdtemp(prefix="kiwi-helper-kill-", dir="/var/tmp"))
+    vdir.chmod(0o777)
+    verdict = vdir / "v.json"
+    kr, rootfs = kiwi_run
+    argv = ["setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups", "env", "-i",
+            "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), "run", "--rootfs", str(rootfs), *RANGE,
+            "--verdict", str(verdict), "--", "/bin/sh", "-c", "sleep 3; echo done"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        def ppid(pid):
+            try:
+                return int(Path(f"/proc/{pid}/status").read_text().split("PPid:")[1].split()[0])
+            except OSError:
+                return 0
+
+        def below_the_run(pid):
+            while pid > 1:
+                pid = ppid(pid)
+                if pid == p.pid:
+                    return True
+            return False
+
+        def ours():
+            return [h for h in helper_processes(helper) if below_the_run(h)]
+        def command_runs():
+            return any(below_the_run(q) and Path(f"/proc/{q}/comm").read_text().strip() == "sleep"
+                       for q in processes_of(range(200000, 200000 + 65536)))
+        mine = []
+        for _ in range(500):  # the command runs: the helper's setup is over
+            mine = ours()
+            if mine and command_runs():
+                break
+            time.sleep(0.02)
+        assert mine and command_runs(), "the run's helper or command never appeared"
+        for h in mine:
+            os.kill(h, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+        assert out == "done\n", err
+        v = json.loads(verdict.read_text())
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        shutil.rmtree(vdir)
+    assert v["exit_code"] == 0 and v["error"] is None, v
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "kiwi-helper" in lines[0] and "signal 9" in lines[0], err
