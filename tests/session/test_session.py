@@ -486,6 +486,8 @@ def test_delegated_cgroup_procs_keeps_moves_inside_the_session(session, kiwi):
     asks for the common ancestor's cgroup.procs too, which is root's."""
     if kiwi.mode != "root":
         pytest.skip("the attacker takes the uid of a root session's pid 1 (kiwi's range)")
+    if os.environ.get("KIWI_HOST_ROOT_MAP") == "1":  # as kiwi-run reads it
+        pytest.skip("KIWI_HOST_ROOT_MAP: pid 1 is the host's root, to whom nothing is delegated")
     a, b = session(), session()
     r = a.sh("mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg && echo MOUNTED; "
              "grep -c ' - cgroup2 ' /proc/self/mountinfo")
