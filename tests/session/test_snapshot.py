@@ -221,13 +221,19 @@ def test_another_user_cannot_snapshot_the_session(session, kiwi, tmp_path):
     assert not out.exists()
 
 
-def test_a_blob_that_does_not_match_its_digest_is_refused(session, kiwi):
+def snapshot_then_destroy(session, kiwi):
+    """A --rw-root session's snapshot (a file in /root), the session then
+    destroyed: (session, layout, snapshot result, the layer's blob)."""
     s = session("--rw-root")
     assert s.sh("echo data > /root/file").returncode == 0
     layout = layout_dir(kiwi) / "snaps"
     res = snapshot(s, f"{layout}:x")
     assert s.destroy().returncode == 0
-    blob = layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+    return s, layout, res, layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+
+
+def test_a_blob_that_does_not_match_its_digest_is_refused(session, kiwi):
+    s, layout, res, blob = snapshot_then_destroy(session, kiwi)
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xff
     blob.write_bytes(bytes(data))
@@ -322,12 +328,7 @@ def test_a_caller_cannot_restore_a_layout_it_cannot_read(session, kiwi, scratch)
     a 0700 directory of root's, and a layout whose blob is root's 0600."""
     if kiwi.mode != "rootless":
         pytest.skip("root reads every layout")
-    s = session("--rw-root")
-    assert s.sh("echo data > /root/file").returncode == 0
-    layout = layout_dir(kiwi) / "snaps"
-    res = snapshot(s, f"{layout}:x")
-    assert s.destroy().returncode == 0
-    blob = layout / "blobs" / "sha256" / res["digest"].split(":")[1]
+    s, layout, res, blob = snapshot_then_destroy(session, kiwi)
     hidden = scratch / f"hidden-{s.id}"
     hidden.mkdir(mode=0o700)
     shutil.copytree(layout, hidden / "snaps")
