@@ -29,6 +29,9 @@
 #define KIWI_HELPER_MAX_EXTENTS KIWI_USERNS_MAX_EXTENTS  /* per id map */
 #define KIWI_HELPER_MAX_RANGES 16      /* allotted id ranges per rule */
 #define KIWI_HELPER_CONFIG_MAX (256 * 1024)
+/* The "step" of a refusal because the caller's rule lacks the operation:
+ * kiwi-run goes on without what the operation would have given. */
+#define KIWI_HELPER_STEP_NOT_IN_RULE "not_in_rule"
 
 /* ---- the protocol ---- */
 

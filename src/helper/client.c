@@ -37,6 +37,7 @@ struct kiwi_helper {
 	 * redirects to it); NULL: none */
 	struct kiwi_egress *gate;
 	int answer_fd;                   /* an fd the last answer brought; -1: none */
+	char refused_step[KIWI_ERR_STEP_MAX]; /* the step of the last refusal, as the helper named it */
 };
 
 const char *kiwi_helper_path(void)
@@ -184,6 +185,7 @@ static kiwi_json *exchange_fds(struct kiwi_helper *h, const char *req, size_t le
 {
 	/* A helper that refused to start has answered already and gone:
 	 * the send may fail, the answer is still there to read. */
+	h->refused_step[0] = '\0';
 	kiwi_send_fds(h->sock, req, len, fds, n_fds);
 	if (wait_answer(h->sock, err) < 0)
 		return NULL;
@@ -203,6 +205,7 @@ static kiwi_json *exchange_fds(struct kiwi_helper *h, const char *req, size_t le
 		const char *msg = kiwi_json_string(kiwi_json_get(j, "error"));
 		const char *step = kiwi_json_string(kiwi_json_get(j, "step"));
 		kiwi_json_int(kiwi_json_get(j, "errno"), &e);
+		snprintf(h->refused_step, sizeof(h->refused_step), "%s", step ? step : "");
 		kiwi_error(err, (int)e, STEP, "kiwi-helper refused: %s: %s", step ? step : "?", msg ? msg : "?");
 		kiwi_json_free(j);
 	}
@@ -508,9 +511,8 @@ int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, int *tree, bo
 	*not_allowed = false;
 	_cleanup_json_ kiwi_json *j = exchange_fds(h, req, sizeof(req) - 1, fds, 2, err);
 	if (!j) {
-		/* the refusal of a rule without the operation, said by the
-		 * policy step (serve.c) */
-		*not_allowed = err->errnum == EPERM && strstr(err->msg, "refused: policy: bind is not allowed");
+		/* a rule without the operation: its own step (serve.c) */
+		*not_allowed = !strcmp(h->refused_step, KIWI_HELPER_STEP_NOT_IN_RULE);
 		return -1;
 	}
 	if (h->answer_fd < 0)

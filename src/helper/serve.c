@@ -209,7 +209,7 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 	if (kiwi_helper_request_parse(m->text, m->len, &req, err) < 0)
 		return -1;
 	if (!(s->rule.ops & req.op))
-		return kiwi_error(err, EPERM, "policy", "%s is not allowed for you by the helper config",
+		return kiwi_error(err, EPERM, KIWI_HELPER_STEP_NOT_IN_RULE, "%s is not allowed for you by the helper config",
 				  kiwi_helper_op_name(req.op));
 	if (!(s->ops_left & req.op))
 		return kiwi_error(err, EEXIST, "request", "%s was done already", kiwi_helper_op_name(req.op));

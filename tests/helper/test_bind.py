@@ -110,7 +110,9 @@ def test_without_the_operation_or_the_fds(clients, bind_config, install_dir, use
     bind_config.write(bind_rules(users, ops=("idmap",)))
     c2 = clients()
     sb2 = mapped_sandbox(c2)
-    refused(c2.request({"op": "bind"}, [{"sandbox": sb2["id"]}, {"path": str(d)}]), "bind is not allowed")
+    a = c2.request({"op": "bind"}, [{"sandbox": sb2["id"]}, {"path": str(d)}])
+    refused(a, "bind is not allowed")
+    assert a["step"] == "not_in_rule", a   # what kiwi-run reads to bind as before
 
 
 def test_kiwi_run_binds_the_callers_workspace_idmapped(kiwi_run, helper, bind_config, install_dir, users):
