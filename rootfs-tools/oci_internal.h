@@ -59,7 +59,14 @@ const char *kiwi_oci_layer_media_type(enum kiwi_layer_compression c);
 /* Stores the writer's text as a blob (scratch: as in kiwi_layer_write_opts). */
 int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, const char *scratch, struct kiwi_descriptor *d,
 			kiwi_err *err);
-/* Rewrites index.json with every entry but the one tagged tag, then m. */
+/* <pid>-<64 random bits>: a name no other writer picks, in any pid
+ * namespace. */
+void kiwi_oci_unique(char *out, size_t len);
+/* flock(op) on the directory name under dir_fd (a layout gains no file
+ * for its locks); the lock goes when the returned fd is closed. */
+int kiwi_oci_lock_dir(int dir_fd, const char *name, int op, kiwi_err *err);
+/* Rewrites index.json with every entry but the one tagged tag, then m,
+ * under the layout's lock (flock on its directory, exclusive). */
 int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
 			  const char *os, const char *arch, const char *scratch, kiwi_err *err);
 /* Makes the layout at path (and blobs/sha256, oci-layout) if missing;

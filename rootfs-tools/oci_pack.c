@@ -14,6 +14,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -310,7 +312,7 @@ static int blob_begin(struct blob_out *b, int blobs_fd, const char *scratch, kiw
 {
 	*b = (struct blob_out){ .blobs_fd = blobs_fd, .fd = -1 };
 	char what[48];
-	snprintf(what, sizeof(what), "%d-%ld", getpid(), (long)random());
+	kiwi_oci_unique(what, sizeof(what));
 	char fallback[64];
 	snprintf(fallback, sizeof(fallback), ".tmp-%s", what);
 	kiwi_oci_scratch_name(b->tmp, sizeof(b->tmp), scratch, what, fallback);
@@ -577,24 +579,10 @@ int kiwi_oci_store_json(int blobs_fd, kiwi_json_writer *w, const char *scratch, 
 	return write_blob(blobs_fd, text, len, scratch, d, err);
 }
 
-/* Rewrites index.json with every entry but the one tagged tag, then ours. */
-int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
-			const char *os, const char *arch, const char *scratch, kiwi_err *err)
+/* index.json's text: every entry of old but the one tagged tag, then m's. */
+static void index_text(const kiwi_json *old, const char *tag, const struct kiwi_descriptor *m, const char *os,
+		       const char *arch, kiwi_json_writer *w)
 {
-	char tmp[96];
-	kiwi_oci_scratch_name(tmp, sizeof(tmp), scratch, "index.json", ".index.json.tmp");
-	_cleanup_json_ kiwi_json *old = NULL;
-	_cleanup_close_ int ifd = openat(layout_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (ifd >= 0) {
-		_cleanup_free_ char *text = NULL;
-		size_t len;
-		if (kiwi_read_bounded(ifd, 4U << 20, "index.json", &text, &len, err) < 0 ||
-		    !(old = kiwi_json_parse(text, len, err)))
-			return kiwi_error_wrap(err, "the layout's index.json");
-	}
-	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
-	if (!w)
-		return kiwi_error(err, ENOMEM, "pack", "out of memory");
 	kiwi_jw_open_object(w);
 	kiwi_jw_key(w, "schemaVersion");
 	kiwi_jw_int(w, 2);
@@ -627,6 +615,61 @@ int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_desc
 	kiwi_jw_close_object(w);
 	kiwi_jw_close_array(w);
 	kiwi_jw_close_object(w);
+}
+
+void kiwi_oci_unique(char *out, size_t len)
+{
+	uint64_t r;
+	struct timespec ts;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30);
+	}
+	snprintf(out, len, "%d-%016llx", (int)getpid(), (unsigned long long)r);
+}
+
+int kiwi_oci_lock_dir(int dir_fd, const char *name, int op, kiwi_err *err)
+{
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return kiwi_error(err, errno, "pack", "cannot open `%s` of the layout to lock it", name);
+	while (flock(fd, op) < 0) {
+		if (errno == EINTR)
+			continue;
+		int e = errno;
+		close(fd);
+		return kiwi_error(err, e, "pack", "cannot lock `%s` of the layout", name);
+	}
+	return fd;
+}
+
+/* Rewrites index.json with every entry but the one tagged tag, then ours:
+ * read, changed and renamed into place under the layout's lock, so that
+ * two writers never lose each other's tag, through a temp name of this
+ * writer's own. */
+int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
+			const char *os, const char *arch, const char *scratch, kiwi_err *err)
+{
+	char tmp[96], what[48], fallback[64];
+	kiwi_oci_unique(what, sizeof(what));
+	snprintf(fallback, sizeof(fallback), ".tmp-%s-index.json", what);
+	kiwi_oci_scratch_name(tmp, sizeof(tmp), scratch, "index.json", fallback);
+	_cleanup_close_ int lock = kiwi_oci_lock_dir(layout_fd, ".", LOCK_EX, err);
+	if (lock < 0)
+		return -1;
+	_cleanup_json_ kiwi_json *old = NULL;
+	_cleanup_close_ int ifd = openat(layout_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (ifd >= 0) {
+		_cleanup_free_ char *text = NULL;
+		size_t len;
+		if (kiwi_read_bounded(ifd, 4U << 20, "index.json", &text, &len, err) < 0 ||
+		    !(old = kiwi_json_parse(text, len, err)))
+			return kiwi_error_wrap(err, "the layout's index.json");
+	}
+	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
+	if (!w)
+		return kiwi_error(err, ENOMEM, "pack", "out of memory");
+	index_text(old, tag, m, os, arch, w);
 	size_t len;
 	const char *text = kiwi_jw_text(w, &len);
 	_cleanup_close_ int fd = openat(layout_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);

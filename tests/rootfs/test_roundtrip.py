@@ -272,3 +272,29 @@ def test_implicit_parents_ignore_umask(kiwi_rootfs, tmp_path):
     for d in ("", "a", "a/b"):
         assert stat.S_IMODE(os.stat(out / d).st_mode) == 0o755, d
     assert stat.S_IMODE(os.stat(out / "a/b/c").st_mode) == 0o644
+
+
+def test_concurrent_packs_keep_every_tag(kiwi_rootfs, tmp_path):
+    """Packs started together into one layout, each with its own tag: every
+    tag is in index.json after, and each names its own image (index.json's
+    read-modify-write is under the layout's lock, written through a temp
+    name of its own). Several rounds, so that a lost update shows."""
+    trees = []
+    for i in range(12):
+        t = tmp_path / f"t{i}"
+        t.mkdir()
+        (t / "which").write_text(f"{i}\n")
+        trees.append(t)
+    for rnd in range(5):
+        layout = tmp_path / f"layout{rnd}"
+        procs = [subprocess.Popen([kiwi_rootfs, "pack", str(t), f"{layout}:tag{i}"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for i, t in enumerate(trees)]
+        digests = {}
+        for i, p in enumerate(procs):
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, f"pack {i} of round {rnd}: {err}"
+            digests[f"tag{i}"] = out.strip()
+        index = json.loads((layout / "index.json").read_text())
+        tags = {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
+        assert tags == digests, f"round {rnd}: index.json has {sorted(tags)}"
+        assert not [f for f in os.listdir(layout) if f.startswith(".")], os.listdir(layout)

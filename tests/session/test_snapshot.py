@@ -340,6 +340,37 @@ def test_a_caller_cannot_restore_a_layout_it_cannot_read(session, kiwi, scratch)
         assert r.returncode == 125 and r.stdout == "" and len(lines) == 1 and why in lines[0], explain(r)
 
 
+def test_concurrent_snapshots_and_packs_keep_every_tag(session, kiwi, kiwi_rootfs):
+    """`session snapshot`s and `kiwi-rootfs pack`s started together into one
+    layout, each with its own tag: every tag is in index.json after, naming
+    the manifest its writer printed (index.json is rewritten under the
+    layout's lock). Three rounds, so that a lost update shows."""
+    s = session("--rw-root")
+    assert s.sh("echo x > /root/x").returncode == 0
+    tree = kiwi.workdir()
+    (tree / "f").write_text("f\n")
+    for rnd in range(3):
+        layout = layout_dir(kiwi) / "shared"
+        procs = {}
+        for i in range(4):
+            procs[f"snap{i}"] = subprocess.Popen(
+                kiwi.raw_argv(["session", "snapshot", "--compression", "none", s.id, f"{layout}:snap{i}"]),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                env=kiwi.env())
+            procs[f"pack{i}"] = subprocess.Popen(
+                [*kiwi.prefix, str(kiwi_rootfs), "pack", str(tree), f"{layout}:pack{i}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        printed = {}
+        for tag, p in procs.items():
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, f"{tag} of round {rnd}: {err}"
+            printed[tag] = json.loads(out)["manifest"] if tag.startswith("snap") else out.strip()
+        index = json.loads((layout / "index.json").read_text())
+        tags = {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
+        assert tags == printed, f"round {rnd}: index.json has {sorted(tags)}"
+        assert not [f for f in os.listdir(layout) if f.startswith(".")], os.listdir(layout)
+
+
 def layout_state(layout):
     """Every path of the layout with its type, size and content digest."""
     out = []
