@@ -74,6 +74,13 @@ struct kiwi_session_seal_reply {
 	int32_t reaped;            /* processes killed and reaped */
 	kiwi_err err;
 };
+/* EXEC_BEFORE_VERIFY: an exec ('x') for phase install, which must not run
+ * in a session verify sealed: refused (a KIWI_EXEC_FAILED whose step is
+ * KIWI_SESSION_STEP_SEALED) once it is sealed. Any exec is refused while
+ * the seal is under way: pid 1 would start it after its purge, where the
+ * purge cannot reach it. */
+#define KIWI_SESSION_OP_EXEC_BEFORE_VERIFY 'i'
+#define KIWI_SESSION_STEP_SEALED "session_sealed"
 /* TALLY: where the session's egress audit stands (a mark, kiwi/egress.h)
  * and whether it is sealed; with has_since, a second message holds the
  * tally of the attempts since that mark. An exec asks before it starts

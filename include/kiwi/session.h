@@ -52,6 +52,9 @@ struct kiwi_session_exec {
 	const char *cwd;
 	bool tty;
 	bool keep_background;
+	/* phase install: refused, atomically, once verify sealed the session
+	 * (KIWI_SESSION_OP_EXEC_BEFORE_VERIFY) */
+	bool before_verify;
 	uint64_t timeout_ns;      /* 0: none */
 	uint64_t kill_grace_ns;
 	uint64_t output_limit;    /* 0: none */

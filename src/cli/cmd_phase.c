@@ -304,6 +304,8 @@ static const char *phase_reason(const struct phase *p, const struct kiwi_sandbox
 	bool install = p->which == KIWI_PHASE_INSTALL;
 	if (failed && !strcmp(err->step, "exec") && (err->errnum == ENOENT || err->errnum == ENOTDIR))
 		return "tool_missing";
+	if (failed && !strcmp(err->step, KIWI_SESSION_STEP_SEALED))
+		return "session_refused";
 	if (failed)
 		return p->reason ? p->reason : "kiwi_run_failed";
 	if (r->timed_out)
@@ -465,13 +467,10 @@ static int enter_session(struct phase *p, struct run_session *s, struct kiwi_reg
 		int reaped = 0;
 		return kiwi_session_seal(e, &reaped, &s->err);
 	}
-	struct kiwi_session_tally_reply r;
-	if (kiwi_session_tally(e, NULL, &r, NULL, NULL, &s->err) < 0)
-		return -1;
+	/* Sealed meanwhile: the session refuses the exec itself
+	 * (before_verify), so no verify can slip in between a check here and
+	 * the start. */
 	bool egress = !strcmp(e->network, "egress");
-	if (r.sealed)
-		return kiwi_error(&s->err, EPERM, "session", "session `%s` has been through verify: its network is "
-				  "gone for good, an install needs a new session", e->id);
 	if (s->a.network_egress && !egress)
 		return kiwi_error(&s->err, EINVAL, "session", "the install policy gives the network and session `%s` "
 				  "has none: create it with --network egress (or --policy FILE)", e->id);
@@ -490,7 +489,7 @@ static int run_in_session(struct phase *p, struct run_session *s)
 		p->reason = "session_refused";
 		return run_session_finish(s, true);
 	}
-	failed = session_run_exec(s, &e, p->keep_background);
+	failed = session_run_exec(s, &e, p->keep_background, p->which == KIWI_PHASE_INSTALL);
 	p->reason = phase_reason(p, &s->res, &s->err, failed);
 	return run_session_finish(s, failed);
 }

@@ -543,13 +543,14 @@ static int session_exec(int argc, char **argv)
 		free_strings(owned, n_owned);
 		return KIWI_EXIT_FAILED;
 	}
-	failed = session_run_exec(&s, &e, o.keep_background);
+	failed = session_run_exec(&s, &e, o.keep_background, false);
 	int status = run_session_finish(&s, failed);
 	free_strings(owned, n_owned);
 	return status;
 }
 
-bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background)
+bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background,
+		      bool before_verify)
 {
 	/* Only the exec's own variables: the session's environment is the base
 	 * its pid 1 holds. */
@@ -561,7 +562,7 @@ bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e
 	s->a.user_env[s->a.n_user_env] = NULL;
 	struct kiwi_session_exec x = {
 		.argv = s->a.cfg.argv, .envp = s->a.user_env, .cwd = s->a.cwd_set ? s->a.cfg.cwd : "",
-		.tty = s->a.cfg.tty, .keep_background = keep_background, .timeout_ns = s->a.cfg.timeout_ns,
+		.tty = s->a.cfg.tty, .keep_background = keep_background, .before_verify = before_verify, .timeout_ns = s->a.cfg.timeout_ns,
 		.kill_grace_ns = s->a.cfg.kill_grace_ns, .output_limit = s->a.cfg.output_limit,
 		.output_limit_kill = s->a.cfg.output_limit_kill, .stdout_dest = STDOUT_FILENO,
 		.stderr_dest = STDERR_FILENO, .stdout_tail = s->a.cfg.stdout_tail, .stderr_tail = s->a.cfg.stderr_tail,

@@ -113,6 +113,7 @@ struct kiwi_registry_entry;
 int session_refuse_create_flags(const char *cmd, int argc, char **argv);
 /* s's command as one exec of session e: output, then the exec; true when
  * it failed (s->err). The verdict is run_session_finish()'s. */
-bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background);
+bool session_run_exec(struct run_session *s, const struct kiwi_registry_entry *e, bool keep_background,
+		      bool before_verify);
 
 #endif

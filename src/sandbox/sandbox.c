@@ -11,6 +11,7 @@
 #include "kiwi/loopfs.h"
 #include "kiwi/helper.h"
 #include "kiwi/idmount.h"
+#include "kiwi/keeper.h"
 #include "kiwi/landlock.h"
 #include "kiwi/output.h"
 #include "kiwi/pty.h"
@@ -526,6 +527,23 @@ static void answer_tally(struct follow *f, int conn, const struct kiwi_egress_ma
 		(void)!send(conn, t, kiwi_egress_tally_size(), MSG_NOSIGNAL);
 }
 
+/* An exec the seal forbids: answered as pid 1 answers a failed start. */
+static bool refuse_exec(struct follow *f, int conn, char op)
+{
+	kiwi_err err = { 0 };
+	if (f->seal_fd >= 0)
+		kiwi_error(&err, EBUSY, KIWI_SESSION_STEP_SEALED, "session `%s` is being switched to verify: "
+			   "no exec starts until it is", f->session->id);
+	else if (f->sealed && op == KIWI_SESSION_OP_EXEC_BEFORE_VERIFY)
+		kiwi_error(&err, EPERM, KIWI_SESSION_STEP_SEALED, "session `%s` has been through verify: its "
+			   "network is gone for good, an install needs a new session", f->session->id);
+	else
+		return false;
+	struct kiwi_exec_msg m = { .type = KIWI_EXEC_FAILED, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC), .err = err };
+	kiwi_exec_send(conn, &m, -1);
+	return true;
+}
+
 /* A client of the session: only the session's owner (the directory the
  * socket is in is theirs alone; the peer's credentials are checked all the
  * same). One byte says what it wants: 'x' an exec, whose connection goes
@@ -556,7 +574,9 @@ static void on_client(struct follow *f)
 	char op = req.op;
 	tv.tv_sec = 0;
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (op == 'x' && !f->killing) {
+	if ((op == 'x' || op == KIWI_SESSION_OP_EXEC_BEFORE_VERIFY) && !f->killing) {
+		if (refuse_exec(f, conn, op))
+			return;
 		struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
 		const int fds[] = { conn, exec_cg };
 		kiwi_sync_send_fds(f->sock, &m, fds, exec_cg >= 0 ? 2 : 1);

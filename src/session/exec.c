@@ -292,6 +292,19 @@ static int relay(struct client *c)
 
 /* Sends the request; with --tty the leader answers with the pty's master
  * first. Then READY and its pidfd: the exec's cgroup, and GO. */
+/* The supervisor refuses an exec (kiwi/sandbox.h) with a KIWI_EXEC_FAILED
+ * and closes the connection; the request it left unread makes the first
+ * receive here fail with ECONNRESET before the refusal, which is still
+ * queued behind it. */
+static void take_refusal(struct client *c)
+{
+	struct kiwi_exec_msg m;
+	int fd = -1;
+	if (kiwi_exec_recv(c->conn, &m, MSG_DONTWAIT, &fd) > 0 && m.type == KIWI_EXEC_FAILED)
+		*c->err = m.err;
+	kiwi_closep(&fd);
+}
+
 static int start(struct client *c, const struct kiwi_registry_entry *e)
 {
 	const struct kiwi_session_exec *x = c->x;
@@ -311,16 +324,21 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 	    kiwi_idmount_give_pipes(&r.fds[1], 2, uid, gid, c->err) < 0)
 		return -1;
 	c->asked_ns = KIWI_DEBUG_NOW(x->debug);
-	if (kiwi_exec_send_request(c->conn, &r, c->err) < 0)
+	if (kiwi_exec_send_request(c->conn, &r, c->err) < 0) {
+		take_refusal(c);
 		return -1;
+	}
 	kiwi_closep(&c->out.write_fd);
 	kiwi_closep(&c->errout.write_fd);
 	struct kiwi_exec_msg m;
 	int fd = -1;
 	for (;;) {
 		int got = kiwi_exec_recv(c->conn, &m, 0, &fd);
-		if (got <= 0)
-			return kiwi_error(c->err, got < 0 ? errno : EPIPE, "exec", "the session ended the exec before it began");
+		if (got <= 0) {
+			kiwi_error(c->err, got < 0 ? errno : EPIPE, "exec", "the session ended the exec before it began");
+			take_refusal(c);
+			return -1;
+		}
 		if (m.type == KIWI_EXEC_FAILED) {
 			kiwi_closep(&fd);
 			*c->err = m.err;
@@ -431,7 +449,8 @@ static int run_exec(struct client *c, const struct kiwi_registry_entry *e)
 	if (open_streams(c) < 0)
 		return -1;
 	make_own_cgroup(c, e);
-	c->conn = kiwi_session_connect_fd(e, 'x', c->cg ? kiwi_cgroup_fd(c->cg) : -1, c->err);
+	char op = c->x->before_verify ? KIWI_SESSION_OP_EXEC_BEFORE_VERIFY : 'x';
+	c->conn = kiwi_session_connect_fd(e, op, c->cg ? kiwi_cgroup_fd(c->cg) : -1, c->err);
 	c->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (c->conn < 0 || c->timerfd < 0 || start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
 		if (c->conn >= 0 && c->timerfd < 0)

@@ -85,4 +85,9 @@ def test_the_session_refuses_what_it_cannot_serve(session, offline):
     one_error_line(phase(s, "install", "true", opts=["--memory", "1G", "--policy", policy]), "--memory")
     one_error_line(s.raw("phase", "verify", "--session", "ffffffffffff", "--", "true"), "ffffffffffff")
     assert phase(s, "verify", "true").returncode == 0
-    one_error_line(phase(s, "install", "true", opts=["--policy", policy]), "verify")
+    # refused by the session itself, whatever a check before it saw
+    v = s.kiwi.workdir() / "refused.json"
+    s.kiwi.chown(v.parent)
+    one_error_line(phase(s, "install", "true", opts=["--policy", policy, "--verdict", str(v)]), "verify")
+    assert json.loads(v.read_text())["reason"] == "session_refused"
+    assert s.sh("echo after").stdout == "after\n"   # a plain exec still runs, offline
