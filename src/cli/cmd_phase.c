@@ -464,8 +464,13 @@ static int enter_session(struct phase *p, struct run_session *s, struct kiwi_reg
 	if (kiwi_session_find(p->session, e, &s->err) < 0)
 		return -1;
 	if (p->which == KIWI_PHASE_VERIFY) {
+		int64_t t = KIWI_DEBUG_NOW(s->a.cfg.debug);
 		int reaped = 0;
-		return kiwi_session_seal(e, &reaped, &s->err);
+		if (kiwi_session_seal(e, &reaped, &s->err) < 0)
+			return -1;
+		KIWI_DEBUG(s->a.cfg.debug, "phase", t, "seal", "session %s: %d process(es) killed and reaped, "
+			   "its network gone", e->id, reaped);
+		return 0;
 	}
 	/* Sealed meanwhile: the session refuses the exec itself
 	 * (before_verify), so no verify can slip in between a check here and

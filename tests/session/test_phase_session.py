@@ -6,6 +6,7 @@ rules hold for the session's execs, the switch to verify kills everything
 the session runs but its pid 1, and the session refuses what it cannot
 serve, with one line."""
 import json
+import re
 import time
 
 import pytest
@@ -69,9 +70,11 @@ def test_switch_to_verify_kills_what_install_left(offline):
             break
         time.sleep(0.1)
     assert all(f"sleep {n}" in r.stdout for n in (401, 402, 403)), r.stdout
-    r = phase(s, "verify", "ps -o comm,args")
+    r = phase(s, "verify", "ps -o comm,args", opts=["--debug"])
     assert r.returncode == 0, explain(r)
     assert "sleep" not in r.stdout, f"install's processes reached verify: {r.stdout}"
+    killed = re.search(r"seal.*: (\d+) process\(es\) killed and reaped", r.stderr)
+    assert killed and int(killed[1]) >= 3, explain(r)   # the three sleeps at least
     # and the session lives on
     assert s.sh("echo alive").stdout == "alive\n"
 
