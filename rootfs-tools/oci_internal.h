@@ -65,6 +65,22 @@ void kiwi_oci_unique(char *out, size_t len);
 /* flock(op) on the directory name under dir_fd (a layout gains no file
  * for its locks); the lock goes when the returned fd is closed. */
 int kiwi_oci_lock_dir(int dir_fd, const char *name, int op, kiwi_err *err);
+/* A writer's shared lock on the layout's blobs/ directory, held from
+ * before its first blob until index.json names them: `kiwi-run gc` takes
+ * it exclusively (without waiting) before it removes a blob a killed
+ * snapshot left unnamed, so that it never removes one a live writer is
+ * about to name (blobs are content-addressed: two writers may make the
+ * same one). */
+int kiwi_oci_lock_writer(int layout_fd, kiwi_err *err);
+/* Renames tmp to name in dir_fd. With a scratch tag, first links the
+ * marker .tmp-<scratch>-blob-<name> to the same inode: the writer's claim
+ * on the blob, should it die before index.json names it (`kiwi-run gc`
+ * removes the blob if it is still that inode and nothing references it).
+ * -1 with errno set. */
+int kiwi_oci_commit_name(int dir_fd, const char *tmp, const char *name, const char *scratch);
+/* Removes the writer's marker of digest's blob (once index.json is
+ * written, or the write failed); nothing without a scratch tag. */
+void kiwi_oci_drop_marker(int layout_fd, const char *scratch, const char *digest);
 /* Rewrites index.json with every entry but the one tagged tag, then m,
  * under the layout's lock (flock on its directory, exclusive). */
 int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,

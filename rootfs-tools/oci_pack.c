@@ -295,6 +295,7 @@ static int pack_dir(struct packer *p, int dfd, size_t len)
 /* A scratch file in blobs/sha256 that becomes blobs/sha256/<hex> by rename. */
 struct blob_out {
 	int blobs_fd;
+	const char *scratch;      /* the writer's tag (kiwi_oci_commit_name), or NULL */
 	char tmp[96];
 	int fd;
 	kiwi_hasher *h;
@@ -308,9 +309,53 @@ void kiwi_oci_scratch_name(char *out, size_t len, const char *scratch, const cha
 		snprintf(out, len, "%s", fallback);
 }
 
+int kiwi_oci_commit_name(int dir_fd, const char *tmp, const char *name, const char *scratch)
+{
+	char marker[160];
+	if (scratch) {
+		snprintf(marker, sizeof(marker), ".tmp-%s-blob-%s", scratch, name);
+		/* The same blob made twice by this writer: the newer inode is
+		 * the one it names. Without a marker (no hard links here), the
+		 * blob is merely never gc's: not a failure of the write. */
+		unlinkat(dir_fd, marker, 0);
+		(void)linkat(dir_fd, tmp, dir_fd, marker, 0);
+	}
+	if (renameat(dir_fd, tmp, dir_fd, name) == 0)
+		return 0;
+	int e = errno;
+	if (scratch)
+		unlinkat(dir_fd, marker, 0);
+	errno = e;
+	return -1;
+}
+
+void kiwi_oci_drop_marker(int layout_fd, const char *scratch, const char *digest)
+{
+	const char *colon = digest ? strchr(digest, ':') : NULL;
+	if (!scratch || !colon)
+		return;
+	char path[256];
+	snprintf(path, sizeof(path), "blobs/%.*s/.tmp-%s-blob-%s", (int)(colon - digest), digest, scratch, colon + 1);
+	unlinkat(layout_fd, path, 0);
+}
+
+int kiwi_oci_lock_writer(int layout_fd, kiwi_err *err)
+{
+	int fd = kiwi_oci_lock_dir(layout_fd, "blobs", LOCK_SH, err);
+	struct stat st;
+	/* gc removes a layout a killed snapshot made and left bare, holding
+	 * this lock: one taken on what it removed is no place to write. */
+	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_nlink == 0)) {
+		close(fd);
+		return kiwi_error(err, ENOENT, "pack", "the layout was removed as it was opened (kiwi-run gc): "
+				  "try again");
+	}
+	return fd;
+}
+
 static int blob_begin(struct blob_out *b, int blobs_fd, const char *scratch, kiwi_err *err)
 {
-	*b = (struct blob_out){ .blobs_fd = blobs_fd, .fd = -1 };
+	*b = (struct blob_out){ .blobs_fd = blobs_fd, .fd = -1, .scratch = scratch };
 	char what[48];
 	kiwi_oci_unique(what, sizeof(what));
 	char fallback[64];
@@ -338,7 +383,8 @@ static int blob_commit(struct blob_out *b, struct kiwi_descriptor *d, bool sync,
 {
 	d->size = (int64_t)kiwi_hasher_count(b->h);
 	kiwi_hasher_final(b->h, d->digest);
-	if ((sync && fsync(b->fd) < 0) || renameat(b->blobs_fd, b->tmp, b->blobs_fd, strchr(d->digest, ':') + 1) < 0) {
+	if ((sync && fsync(b->fd) < 0) || kiwi_oci_commit_name(b->blobs_fd, b->tmp, strchr(d->digest, ':') + 1,
+							      b->scratch) < 0) {
 		int e = errno;
 		blob_abort(b);
 		return kiwi_error(err, e, "pack", "cannot store blob %s", d->digest);
@@ -714,6 +760,9 @@ static void format_created(const struct kiwi_pack_opts *o, char *out, size_t len
 static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct kiwi_pack_opts *o,
 		     char *digest_out, kiwi_err *err)
 {
+	_cleanup_close_ int writing = kiwi_oci_lock_writer(layout_fd, err);
+	if (writing < 0)
+		return -1;
 	_cleanup_close_ int blobs_fd = openat(layout_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (blobs_fd < 0)
 		return kiwi_error(err, errno, "pack", "cannot open blobs/sha256");

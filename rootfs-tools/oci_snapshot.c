@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,34 +36,41 @@ static int copy_fd(int in, int out)
 }
 
 /* A base layer's blob in the new layout: already there, linked (one
- * filesystem), or copied beside its name and renamed into place. The
- * base was checked when the session was made from it; a restore checks
- * every blob again. */
+ * filesystem), or copied beside its name, then renamed into place (with
+ * the writer's marker: kiwi_oci_commit_name). The base was checked when
+ * the session was made from it; a restore checks every blob again. */
 static int copy_blob(int from, int to, const char *digest, const char *scratch, kiwi_err *err)
 {
-	char path[KIWI_DIGEST_MAX + 16], tmp[2 * KIWI_DIGEST_MAX + 160], fallback[KIWI_DIGEST_MAX + 32],
-	     name[KIWI_DIGEST_MAX + 64];
+	char path[KIWI_DIGEST_MAX + 16], fallback[KIWI_DIGEST_MAX + 32], name[KIWI_DIGEST_MAX + 64];
 	blob_path(digest, path, sizeof(path));
 	struct stat st;
-	if (fstatat(to, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || linkat(from, path, to, path, 0) == 0)
+	if (fstatat(to, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
 	char dir[64];
 	snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(strchr(digest, ':') - digest), digest);
 	if (mkdirat(to, dir, 0755) < 0 && errno != EEXIST)
 		return kiwi_error(err, errno, "snapshot", "cannot make `%s` in the layout", dir);
-	_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
-	if (in < 0)
-		return kiwi_error_wrap(err, "the base image");
-	snprintf(fallback, sizeof(fallback), "%s.tmp-%d", strrchr(path, '/') + 1, getpid());
-	kiwi_oci_scratch_name(name, sizeof(name), scratch, strchr(digest, ':') + 1, fallback);
-	snprintf(tmp, sizeof(tmp), "%s/%s", dir, name);
-	_cleanup_close_ int out = openat(to, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (out < 0 || copy_fd(in, out) < 0 || fsync(out) < 0 || renameat(to, tmp, to, path) < 0) {
-		int e = errno;
-		unlinkat(to, tmp, 0);
-		return kiwi_error(err, e, "snapshot", "cannot copy the base's blob %s", digest);
+	_cleanup_close_ int dir_fd = openat(to, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir_fd < 0)
+		return kiwi_error(err, errno, "snapshot", "cannot open `%s` in the layout", dir);
+	const char *hex = strchr(digest, ':') + 1;
+	snprintf(fallback, sizeof(fallback), "%s.tmp-%d", hex, getpid());
+	kiwi_oci_scratch_name(name, sizeof(name), scratch, hex, fallback);
+	if (linkat(from, path, dir_fd, name, 0) < 0) {
+		_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
+		if (in < 0)
+			return kiwi_error_wrap(err, "the base image");
+		_cleanup_close_ int out = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+						 0644);
+		if (out < 0 || copy_fd(in, out) < 0 || fsync(out) < 0)
+			goto fail;
 	}
-	return 0;
+	if (kiwi_oci_commit_name(dir_fd, name, hex, scratch) == 0)
+		return 0;
+fail:;
+	int e = errno;
+	unlinkat(dir_fd, name, 0);
+	return kiwi_error(err, e, "snapshot", "cannot copy the base's blob %s", digest);
 }
 
 /* The base's config (everything it says, kept), its diff_ids and history
@@ -125,20 +133,21 @@ static void emit_manifest(kiwi_json_writer *w, const struct kiwi_image *img, con
 	kiwi_jw_close_object(w);
 }
 
-static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snapshot_opts *o,
-			 const struct kiwi_layout *base_l, const struct kiwi_image *img,
-			 struct kiwi_snapshot_result *out, kiwi_err *err)
+/* Test only (kiwi-rootfs(1), ENVIRONMENT): the writer stops itself with
+ * its blobs committed and index.json not yet written, so that a test can
+ * kill it there. */
+static void test_stop_point(void)
 {
-	_cleanup_close_ int blobs_fd = openat(layout_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (blobs_fd < 0)
-		return kiwi_error(err, errno, "snapshot", "cannot open blobs/sha256");
-	for (size_t i = 0; img && i < img->n_layers; i++)
-		if (copy_blob(base_l->fd, layout_fd, img->layers[i].digest, o->scratch, err) < 0)
-			return -1;
-	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids,
-						  .no_sync = true, .scratch = o->scratch };
-	if (kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err) < 0)
-		return -1;
+	const char *v = getenv("KIWI_ROOTFS_TEST_STOP_BEFORE_INDEX");
+	if (v && !strcmp(v, "1"))
+		raise(SIGSTOP);
+}
+
+/* The blobs written (the config and the manifest, then index.json). */
+static int write_image(int layout_fd, int blobs_fd, const char *tag, const struct kiwi_snapshot_opts *o,
+		       const struct kiwi_image *img, struct kiwi_descriptor *config, struct kiwi_descriptor *manifest,
+		       struct kiwi_snapshot_result *out, kiwi_err *err)
+{
 	_cleanup_json_ kiwi_json *base = NULL;
 	if (img && !(base = kiwi_json_parse(img->config_json, strlen(img->config_json), err)))
 		return kiwi_error_wrap(err, "the base image's config");
@@ -148,21 +157,52 @@ static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snaps
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
 	_cleanup_jw_ kiwi_json_writer *cw = kiwi_jw_new(false);
 	_cleanup_jw_ kiwi_json_writer *mw = kiwi_jw_new(false);
-	struct kiwi_descriptor config = { 0 }, manifest = { 0 };
 	if (!cw || !mw)
 		return kiwi_error(err, ENOMEM, "snapshot", "out of memory");
 	emit_config(cw, base, img, out->diff_id, created);
-	if (kiwi_oci_store_json(blobs_fd, cw, o->scratch, &config, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, cw, o->scratch, config, err) < 0)
 		return -1;
-	emit_manifest(mw, img, &config, o, &out->layer);
+	emit_manifest(mw, img, config, o, &out->layer);
 	const char *os = img && img->config.os ? img->config.os : "linux";
 	const char *arch = img && img->config.architecture ? img->config.architecture
 							   : strchr(KIWI_OCI_DEFAULT_PLATFORM, '/') + 1;
-	if (kiwi_oci_store_json(blobs_fd, mw, o->scratch, &manifest, err) < 0 ||
-	    kiwi_oci_update_index(layout_fd, tag, &manifest, os, arch, o->scratch, err) < 0)
+	if (kiwi_oci_store_json(blobs_fd, mw, o->scratch, manifest, err) < 0)
 		return -1;
-	memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
-	return 0;
+	test_stop_point();
+	return kiwi_oci_update_index(layout_fd, tag, manifest, os, arch, o->scratch, err);
+}
+
+static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snapshot_opts *o,
+			 const struct kiwi_layout *base_l, const struct kiwi_image *img,
+			 struct kiwi_snapshot_result *out, kiwi_err *err)
+{
+	_cleanup_close_ int writing = kiwi_oci_lock_writer(layout_fd, err);
+	if (writing < 0)
+		return -1;
+	_cleanup_close_ int blobs_fd = openat(layout_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (blobs_fd < 0)
+		return kiwi_error(err, errno, "snapshot", "cannot open blobs/sha256");
+	struct kiwi_descriptor config = { 0 }, manifest = { 0 };
+	*out = (struct kiwi_snapshot_result){ 0 };
+	const struct kiwi_layer_write_opts wo = { .compression = o->compression, .upper = true, .ids = o->ids,
+						  .no_sync = true, .scratch = o->scratch };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && img && i < img->n_layers; i++)
+		rc = copy_blob(base_l->fd, layout_fd, img->layers[i].digest, o->scratch, err);
+	if (rc == 0)
+		rc = kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err);
+	if (rc == 0)
+		rc = write_image(layout_fd, blobs_fd, tag, o, img, &config, &manifest, out, err);
+	/* index.json names them now, or the write failed: the writer's
+	 * claims on its blobs go either way. */
+	for (size_t i = 0; img && i < img->n_layers; i++)
+		kiwi_oci_drop_marker(layout_fd, o->scratch, img->layers[i].digest);
+	kiwi_oci_drop_marker(layout_fd, o->scratch, out->layer.digest);
+	kiwi_oci_drop_marker(layout_fd, o->scratch, config.digest);
+	kiwi_oci_drop_marker(layout_fd, o->scratch, manifest.digest);
+	if (rc == 0)
+		memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
+	return rc;
 }
 
 int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,

@@ -111,15 +111,17 @@ void kiwi_session_snapshot_end(struct kiwi_session_snapshot *s);
  * locked (fd, which the writer inherits: the lock lives as long as it
  * does); the writer names its scratch .tmp-<tag>-... (kiwi-rootfs snapshot
  * --scratch); end removes the record. gc removes, for each record whose
- * writer is gone, that scratch (and a layout the writer made that holds
- * nothing else), then the record: *records and *files count them. */
+ * writer is gone, the blobs it committed that nothing in the layout names
+ * (*blobs), that scratch (*files; and a layout the writer made that holds
+ * nothing else), then the record (*records); a layout another writer is
+ * writing keeps its record for a later gc. */
 struct kiwi_snapshot_scratch {
 	char tag[16];
 	int fd;
 };
 int kiwi_session_scratch_begin(const char *layout, struct kiwi_snapshot_scratch *s, kiwi_err *err);
 void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s);
-int kiwi_session_scratch_gc(unsigned *records, unsigned *files, kiwi_err *err);
+int kiwi_session_scratch_gc(unsigned *records, unsigned *files, unsigned *blobs, kiwi_err *err);
 
 /* What the supervisor checked once the session was gone, for `destroy`. */
 struct kiwi_session_evidence {

@@ -3,10 +3,13 @@
  * a record in the caller's registry, locked by the writer for as long as
  * it lives, names the layout and the tag of its scratch files
  * (.tmp-<tag>-...); `kiwi-run gc` removes the scratch of a writer that
- * died (kill -9) and the record with it. */
+ * died (kill -9), the blobs it committed that no index names (its marker
+ * .tmp-<tag>-blob-<encoded> is a second link to each), and the record. */
 #include "kiwi/session.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fileio.h"
 #include "kiwi/json.h"
+#include "kiwi/openat2.h"
 #include "kiwi/registry.h"
 
 #include <dirent.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,12 +109,181 @@ static void remove_if_bare(int layout, int blobs, const char *path)
 		rmdir(path);
 }
 
-/* A stale record: the scratch of its tag in the layout's top directory
- * and in each blobs/<alg>/. 0: done (the record goes), also when the
- * layout is gone; -1: the layout cannot be read now (the record stays). */
+/* ---- blobs a dead writer committed that nothing names ---- */
+
+/* The digests a layout's index.json names, through its indexes and
+ * manifests (OCI's and Docker's), at any depth. */
+struct refs {
+	char **v;
+	size_t n, cap;
+	unsigned reads;
+};
+
+static void refs_clear(struct refs *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i]);
+	free(r->v);
+	*r = (struct refs){ 0 };
+}
+
+static bool refs_has(const struct refs *r, const char *digest)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcmp(r->v[i], digest))
+			return true;
+	return false;
+}
+
+static int refs_add(struct refs *r, const char *digest)
+{
+	if (refs_has(r, digest))
+		return 0;
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		char **v = realloc(r->v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		r->v = v;
+		r->cap = cap;
+	}
+	if (!(r->v[r->n] = strdup(digest)))
+		return -1;
+	r->n++;
+	return 0;
+}
+
+/* alg:encoded as OCI writes them, so that blobs/<alg>/<encoded> is a
+ * path below blobs/ and nothing else. */
+static bool digest_form(const char *d)
+{
+	const char *colon = strchr(d, ':');
+	size_t alg = colon ? (size_t)(colon - d) : 0;
+	return alg && alg < 32 && strspn(d, "abcdefghijklmnopqrstuvwxyz0123456789+._-") == alg && d[0] != '.' &&
+	       colon[1] && strlen(colon + 1) < 256 &&
+	       strspn(colon + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=_-") ==
+		       strlen(colon + 1);
+}
+
+static int walk_file(int layout, const char *path, int depth, struct refs *r);
+
+/* Every descriptor in j (an object with a "digest"), at any depth, is a
+ * reference; an index's or a manifest's blob is read in turn. -1: one
+ * could not be, so what the layout names is not known. */
+static int walk_json(int layout, const kiwi_json *j, int depth, struct refs *r)
+{
+	const char *d = kiwi_json_string(kiwi_json_get(j, "digest"));
+	const char *mt = kiwi_json_string(kiwi_json_get(j, "mediaType"));
+	if (d && refs_add(r, d) < 0)
+		return -1;
+	if (d && mt && (strstr(mt, "manifest") || strstr(mt, "index"))) {
+		char path[320];
+		if (!digest_form(d))
+			return -1;
+		snprintf(path, sizeof(path), "blobs/%.*s/%s", (int)(strchr(d, ':') - d), d, strchr(d, ':') + 1);
+		if (walk_file(layout, path, depth + 1, r) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < kiwi_json_len(j); i++)
+		if (walk_json(layout, kiwi_json_at(j, i), depth, r) < 0)
+			return -1;
+	return 0;
+}
+
+/* index.json (missing: it names nothing) or a blob, read beneath the
+ * layout only, bounded in size, depth and count. */
+static int walk_file(int layout, const char *path, int depth, struct refs *r)
+{
+	if (depth > 8 || ++r->reads > 4096)
+		return -1;
+	struct open_how how = { .flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	_cleanup_close_ int fd = kiwi_openat2(layout, path, &how);
+	if (fd < 0)
+		return depth == 0 && errno == ENOENT ? 0 : -1;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || kiwi_read_bounded(fd, 4U << 20, path, &text, &len, NULL) < 0)
+		return -1;
+	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, NULL);
+	return j ? walk_json(layout, j, depth, r) : -1;
+}
+
+/* In blobs/<alg> (fd alg): each blob the dead writer's marker
+ * (.tmp-<id>-blob-<encoded>) still is, which nothing names, is removed.
+ * -1: what the layout names could not be read (nothing is removed). */
+static int remove_unnamed(int layout, int alg, const char *alg_name, const char *id, struct refs *r, bool *walked,
+			  unsigned *n)
+{
+	char prefix[KIWI_REGISTRY_ID_LEN + 16];
+	snprintf(prefix, sizeof(prefix), ".tmp-%s-blob-", id);
+	DIR *dir = listing(alg);
+	int rc = 0;
+	for (struct dirent *de; rc == 0 && dir && (de = readdir(dir));) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
+			continue;
+		const char *enc = de->d_name + strlen(prefix);
+		struct stat marker, blob;
+		char digest[320];
+		snprintf(digest, sizeof(digest), "%s:%s", alg_name, enc);
+		if (!digest_form(digest) ||
+		    fstatat(alg, de->d_name, &marker, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fstatat(alg, enc, &blob, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(blob.st_mode) ||
+		    blob.st_ino != marker.st_ino || blob.st_dev != marker.st_dev)
+			continue;   /* not the writer's blob (any more): another writer's rename replaced it */
+		if (!*walked && (rc = walk_file(layout, "index.json", 0, r)) == 0)
+			*walked = true;
+		if (rc == 0 && !refs_has(r, digest) && unlinkat(alg, enc, 0) == 0)
+			(*n)++;
+	}
+	if (dir)
+		closedir(dir);
+	return rc;
+}
+
+struct sweep {
+	unsigned files, blobs;
+};
+
+/* The scratch of tag id under blobs/ (fd blobs, locked), each
+ * blobs/<alg>/: first the blobs it committed that nothing names. */
+static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw)
+{
+	char prefix[KIWI_REGISTRY_ID_LEN + 8];
+	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
+	struct refs r = { 0 };
+	bool walked = false;
+	int rc = 0;
+	DIR *algs = listing(blobs);
+	for (struct dirent *de; rc == 0 && algs && (de = readdir(algs));) {
+		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
+			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (alg >= 0)
+			rc = remove_unnamed(layout, alg, de->d_name, id, &r, &walked, &sw->blobs);
+	}
+	if (algs)
+		rewinddir(algs);
+	for (struct dirent *de; rc == 0 && algs && (de = readdir(algs));) {
+		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
+			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (alg >= 0)
+			remove_prefixed(alg, prefix, &sw->files);
+	}
+	if (algs)
+		closedir(algs);
+	refs_clear(&r);
+	return rc;
+}
+
+/* A stale record: the blobs its writer committed that nothing names,
+ * then the scratch of its tag in the layout's top directory and in each
+ * blobs/<alg>/. 0: done (the record goes), also when the layout is gone;
+ * -1: the layout cannot be read now, or another writer is writing it
+ * (the record stays for a later gc). */
 static int collect(void *ctx, const char *id, const char *text, size_t len)
 {
-	unsigned *files = ctx;
+	struct sweep *sw = ctx;
 	_cleanup_json_ kiwi_json *r = kiwi_json_parse(text, len, NULL);
 	const char *path = kiwi_json_string(kiwi_json_get(r, "layout"));
 	bool created = false;
@@ -120,26 +293,27 @@ static int collect(void *ctx, const char *id, const char *text, size_t len)
 	_cleanup_close_ int layout = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (layout < 0)
 		return errno == ENOENT ? 0 : -1;
+	_cleanup_close_ int blobs = openat(layout, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* The writers' lock (kiwi-rootfs(1)): a live writer holds it shared
+	 * from its first blob until index.json names it, and may be about to
+	 * name a blob of the same digest. */
+	if (blobs >= 0 && flock(blobs, LOCK_EX | LOCK_NB) < 0)
+		return -1;
+	if (blobs >= 0 && collect_blobs(layout, blobs, id, sw) < 0)
+		return -1;
 	char prefix[KIWI_REGISTRY_ID_LEN + 8];
 	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
-	remove_prefixed(layout, prefix, files);
-	_cleanup_close_ int blobs = openat(layout, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *algs = blobs < 0 ? NULL : listing(blobs);
-	for (struct dirent *de; algs && (de = readdir(algs));) {
-		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
-			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (alg >= 0)
-			remove_prefixed(alg, prefix, files);
-	}
-	if (algs)
-		closedir(algs);
+	remove_prefixed(layout, prefix, &sw->files);
 	if (created)
 		remove_if_bare(layout, blobs, path);
 	return 0;
 }
 
-int kiwi_session_scratch_gc(unsigned *records, unsigned *files, kiwi_err *err)
+int kiwi_session_scratch_gc(unsigned *records, unsigned *files, unsigned *blobs, kiwi_err *err)
 {
-	*files = 0;
-	return kiwi_registry_record_gc(SCRATCH_SUFFIX, collect, files, records, err);
+	struct sweep sw = { 0 };
+	int rc = kiwi_registry_record_gc(SCRATCH_SUFFIX, collect, &sw, records, err);
+	*files = sw.files;
+	*blobs = sw.blobs;
+	return rc;
 }

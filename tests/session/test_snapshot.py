@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import time
@@ -470,3 +471,133 @@ def test_a_snapshot_killed_midway_leaves_what_gc_removes(session, kiwi):
     r = s.raw("gc")
     assert r.returncode == 0 and json.loads(r.stdout)["snapshot_scratch_removed"] == 1, explain(r)
     assert not fresh.exists(), sorted(fresh.rglob("*"))
+
+
+def stopped_writer(layout):
+    """The pid of a kiwi-rootfs writing into layout that has stopped
+    itself at its test stop point, or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if cmdline[0].endswith(b"kiwi-rootfs") and any(str(layout).encode() in a for a in cmdline) and state == "T":
+            return int(pid)
+    return None
+
+
+def snapshot_stopped(s, kiwi, ref, layout):
+    """`session snapshot` whose writer stops itself once its blobs are
+    committed, before index.json names them (KIWI_ROOTFS_TEST_STOP_BEFORE_INDEX,
+    test only: kiwi-rootfs(1)); returns the Popen and the writer's pid once
+    it has stopped there."""
+    p = subprocess.Popen(kiwi.raw_argv(["session", "snapshot", s.id, ref]), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=kiwi.env({"KIWI_ROOTFS_TEST_STOP_BEFORE_INDEX": "1"}), preexec_fn=default_signal_state)
+    while p.poll() is None:
+        pid = stopped_writer(layout)
+        if pid:
+            return p, pid
+        time.sleep(0.005)
+    out, err = p.communicate()
+    pytest.fail(f"the snapshot ended without stopping before its index: {out}\n{err}")
+
+
+def kill_snapshot(p, layout):
+    """kill -9 of `session snapshot`; its writer dies with it."""
+    p.kill()
+    p.wait()
+    while writer_alive(layout):
+        time.sleep(0.01)
+
+
+def blob_files(layout):
+    return {f.name for f in (layout / "blobs" / "sha256").iterdir() if not f.name.startswith(".")}
+
+
+def markers(layout):
+    """The digests the writers' markers (.tmp-TAG-blob-HEX) claim."""
+    return {f.name.split("-blob-", 1)[1] for f in (layout / "blobs" / "sha256").iterdir()
+            if f.name.startswith(".tmp-") and "-blob-" in f.name}
+
+
+def named_blobs(layout):
+    """What index.json names, through manifests and indexes."""
+    names = set()
+
+    def walk(j):
+        if isinstance(j, dict):
+            if isinstance(j.get("digest"), str):
+                names.add(j["digest"].split(":", 1)[1])
+                if any(k in j.get("mediaType", "") for k in ("manifest", "index")):
+                    walk(json.loads((layout / "blobs" / "sha256" / j["digest"].split(":", 1)[1]).read_text()))
+            for v in j.values():
+                walk(v)
+        elif isinstance(j, list):
+            for v in j:
+                walk(v)
+    walk(json.loads((layout / "index.json").read_text()))
+    return names
+
+
+def gc_counts(s):
+    r = s.raw("gc")
+    assert r.returncode == 0, explain(r)
+    res = json.loads(r.stdout)
+    return res["snapshot_blobs_removed"], res["snapshot_scratch_removed"]
+
+
+def test_a_snapshot_killed_before_its_index_leaves_blobs_gc_removes(session, kiwi, kiwi_rootfs):
+    """kill -9 of `session snapshot` once its blobs are committed, before
+    index.json names them: `kiwi-run gc` removes the blobs it made that
+    nothing names (its layer, config and manifest, the base's blobs it
+    linked in; then the layout it made), never a blob a tag names (the
+    same layer made again), and never while another writer writes the
+    layout (that writer may be about to name one); a later gc does."""
+    img = rootfs_image(kiwi, kiwi_rootfs)
+    s = session("--image", f"{img}:base", "--image-cache", str(kiwi.workdir()), "--rw-root", rootfs=False)
+    assert s.sh("echo one > /root/one").returncode == 0
+
+    # A layout the killed snapshot made: its four blobs, then the layout, go.
+    fresh = layout_dir(kiwi) / "fresh"
+    p, _ = snapshot_stopped(s, kiwi, f"{fresh}:x", fresh)
+    kill_snapshot(p, fresh)
+    made = blob_files(fresh)
+    assert len(made) == 4 and markers(fresh) == made and not (fresh / "index.json").exists(), made
+    assert gc_counts(s)[0] == 4
+    assert not fresh.exists(), sorted(fresh.rglob("*"))
+
+    # Killed again with nothing changed: its layer is the one `first`
+    # names (kept); what else it made that nothing names goes.
+    layout = layout_dir(kiwi) / "snaps"
+    first = snapshot(s, f"{layout}:first")
+    before = layout_state(layout)
+    p, _ = snapshot_stopped(s, kiwi, f"{layout}:second", layout)
+    kill_snapshot(p, layout)
+    claimed = markers(layout)
+    assert first["digest"].split(":")[1] in claimed, (first, claimed)
+    assert gc_counts(s)[0] == len(claimed - named_blobs(layout))
+    assert layout_state(layout) == before
+
+    # A dead writer's blobs wait while another writer is live in the layout.
+    assert s.sh("echo two > /root/two").returncode == 0
+    p, _ = snapshot_stopped(s, kiwi, f"{layout}:third", layout)
+    kill_snapshot(p, layout)
+    dead = blob_files(layout) - named_blobs(layout)
+    assert len(dead) == 3, dead
+    assert s.sh("echo three > /root/three").returncode == 0
+    q, writer = snapshot_stopped(s, kiwi, f"{layout}:fourth", layout)
+    try:
+        assert gc_counts(s) == (0, 0)
+        assert dead <= blob_files(layout)
+    finally:
+        os.kill(writer, signal.SIGCONT)
+        out, err = q.communicate(timeout=120)
+    assert q.returncode == 0, f"{out}\n{err}"
+    assert gc_counts(s)[0] == 3
+    assert blob_files(layout) == named_blobs(layout)
+    tags = {m["annotations"]["org.opencontainers.image.ref.name"]
+            for m in json.loads((layout / "index.json").read_text())["manifests"]}
+    assert tags == {"first", "fourth"} and not markers(layout)
+    assert gc_counts(s) == (0, 0)
