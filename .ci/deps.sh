@@ -6,7 +6,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
   libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libyajl-dev libcriterion-dev
-  libarchive-dev libssl-dev libext2fs-dev
+  libarchive-dev libzstd-dev libssl-dev libext2fs-dev
   busybox-static iproute2 nftables procps util-linux passwd python3 python3-pytest mandoc git strace tmux
   crun bubblewrap hyperfine linux-perf
   qemu-system-x86 cpio kmod xz-utils zstd

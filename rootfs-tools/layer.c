@@ -807,7 +807,7 @@ int kiwi_extract_layer(kiwi_extract *x, int blob_fd, enum kiwi_layer_compression
 		archive_read_support_format_tar(a);
 		archive_read_support_format_empty(a); /* a layer with no entries at all */
 		strmap_clear(&x->touched, false);
-		if (archive_read_open_fd(a, blob_stream_fd(bs), 1U << 20) != ARCHIVE_OK)
+		if (archive_read_open(a, bs, NULL, blob_stream_read, NULL) != ARCHIVE_OK)
 			rc = kiwi_error(err, archive_errno(a) > 0 ? archive_errno(a) : EINVAL, "unpack",
 					"%s: %s", label, archive_error_string(a));
 		else

@@ -85,7 +85,8 @@ def write_layout(layout, layers, tag="latest", config=None, platform=("linux", "
                  index_extra=None):
     """layers: list of (media_type, tar_bytes) or dicts with keys media_type,
     data and optional digest/size overrides (raw: store data uncompressed
-    whatever the media type). Returns the manifest digest."""
+    whatever the media type; blob: store these bytes, data still the tar
+    the diff_id names). Returns the manifest digest."""
     os.makedirs(layout, exist_ok=True)
     with open(os.path.join(layout, "oci-layout"), "w") as f:
         json.dump({"imageLayoutVersion": "1.0.0"}, f)
@@ -93,7 +94,8 @@ def write_layout(layout, layers, tag="latest", config=None, platform=("linux", "
     for layer in layers:
         if isinstance(layer, tuple):
             layer = {"media_type": layer[0], "data": layer[1]}
-        blob = layer["data"] if layer.get("raw") else compress(layer["data"], layer["media_type"])
+        blob = layer.get("blob") or (layer["data"] if layer.get("raw") else
+                                     compress(layer["data"], layer["media_type"]))
         d = put_blob(layout, blob, layer.get("digest"))
         d["size"] = layer.get("size", d["size"])
         descs.append({"mediaType": layer["media_type"], **d})

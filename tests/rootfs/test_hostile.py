@@ -451,7 +451,7 @@ def test_oci_archive_with_device_refused(run, host):
     assert os.listdir(scratch) == [], "the archive's scratch copy was left behind"
 
 
-@pytest.mark.parametrize("media_type", [MT_TAR, MT_GZIP])
+@pytest.mark.parametrize("media_type", [MT_TAR, MT_GZIP, MT_ZSTD])
 def test_garbage_layer(run, host, media_type):
     blob = os.urandom(4096)
     p, dest = unpack(run, host, [{"media_type": media_type, "data": blob, "raw": True}])
@@ -480,3 +480,23 @@ def test_without_openat2_still_contained(kiwi_rootfs, host):
     p = subprocess.run([kiwi_rootfs, "unpack", f"{img}:latest", str(host / "d2")], preexec_fn=hide_openat2,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert_refused(p, host / "d2", "entry `loop/x`", "symbolic links")
+
+
+def zstd_of(data):
+    if not shutil.which("zstd"):
+        pytest.skip("zstd (the command) is missing")
+    return subprocess.run(["zstd", "-q", "-c"], input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+def test_zstd_frame_cut_short(run, host):
+    """A zstd blob whose last frame ends early, its digest right: refused
+    for what it is, whatever the tar reader made of the stream."""
+    data = tar_bytes([("file", "a", os.urandom(300000))])
+    p, dest = unpack(run, host, [{"media_type": MT_ZSTD, "data": data, "blob": zstd_of(data)[:-200]}])
+    assert_refused(p, dest, "layer 1/1", "Truncated zstd input")
+
+
+def test_zstd_garbage_after_the_frame(run, host):
+    data = tar_bytes([("file", "a", "x")])
+    p, dest = unpack(run, host, [{"media_type": MT_ZSTD, "data": data, "blob": zstd_of(data) + b"garbage!"}])
+    assert_refused(p, dest, "layer 1/1", "Zstd decompression failed")

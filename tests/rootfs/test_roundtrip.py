@@ -298,3 +298,46 @@ def test_concurrent_packs_keep_every_tag(kiwi_rootfs, tmp_path):
         tags = {m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]}
         assert tags == digests, f"round {rnd}: index.json has {sorted(tags)}"
         assert not [f for f in os.listdir(layout) if f.startswith(".")], os.listdir(layout)
+
+
+def zstd_frames(data, cuts):
+    """data as zstd frames, one after the other (as pzstd writes), cut at
+    the offsets given; no checksum, so a frame's last block is the last
+    of its input."""
+    edges = [0, *cuts, len(data)]
+    return b"".join(subprocess.run(["zstd", "-q", "--no-check", "-c"], input=data[a:b], stdout=subprocess.PIPE,
+                                   check=True).stdout for a, b in zip(edges, edges[1:]))
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_zstd_layer_of_many_buffers(run, tmp_path, split):
+    """A zstd layer is inflated by libzstd into 1 MiB buffers: a tar of
+    several MiB, text and random data, unpacks byte for byte, and its
+    diff_id, over the whole stream, holds. Split: a second frame (as
+    pzstd writes) that begins 4096 bytes before a buffer's edge and ends
+    5000 bytes after it: the end of the first frame is not the end."""
+    if not shutil.which("zstd"):
+        pytest.skip("zstd (the command) is missing")
+    files = [("file", f"d/f{i}", (b"line %d\n" % i) * (i * 997 % 40000)) for i in range(300)]
+    files += [("file", "random", os.urandom(3 << 20)), ("file", "zeros", b"\0" * (5 << 20) + b"end")]
+    data = tar_bytes([("dir", "d")] + files)
+    edge = (len(data) >> 20) + 1 << 20
+    data += b"\0" * (edge + 5000 - len(data))  # bytes after the tar are the layer's too
+    blob = zstd_frames(data, [edge - 4096] if split else [])
+    layout = tmp_path / "img"
+    write_layout(str(layout), [{"media_type": MT_ZSTD, "data": data, "blob": blob}])
+    out = tmp_path / "out"
+    run("unpack", f"{layout}:latest", str(out), check=0)
+    for _, name, content in files:
+        assert (out / name).read_bytes() == content, name
+
+
+def test_zstd_media_type_over_a_plain_tar(run, tmp_path):
+    """A layer labelled zstd that holds a plain tar unpacks as libarchive
+    always read it (no zstd magic: the bytes as they are)."""
+    data = tar_bytes([("file", "a", "plain")])
+    layout = tmp_path / "img"
+    write_layout(str(layout), [{"media_type": MT_ZSTD, "data": data, "raw": True}])
+    out = tmp_path / "out"
+    run("unpack", f"{layout}:latest", str(out), check=0)
+    assert (out / "a").read_text() == "plain"
