@@ -51,6 +51,11 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
 			 char *diff_id, kiwi_err *err);
 void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d);
+/* An image manifest: config, then base's layers (base NULL: none), then
+ * layer; with annotation, one annotation of value. */
+void kiwi_oci_emit_manifest(kiwi_json_writer *w, const struct kiwi_descriptor *config, const struct kiwi_image *base,
+			    const char *layer_media_type, const struct kiwi_descriptor *layer, const char *annotation,
+			    const char *value);
 /* A config's "rootfs" (the base's diff_ids, then diff_id) and "history"
  * (the base's entries, then one of created_by); base NULL: none. */
 void kiwi_oci_emit_layers(kiwi_json_writer *w, const struct kiwi_image *base, const kiwi_json *base_history,

@@ -541,6 +541,40 @@ void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const
 	kiwi_jw_int(w, d->size);
 }
 
+void kiwi_oci_emit_manifest(kiwi_json_writer *w, const struct kiwi_descriptor *config, const struct kiwi_image *base,
+			    const char *layer_media_type, const struct kiwi_descriptor *layer, const char *annotation,
+			    const char *value)
+{
+	kiwi_jw_open_object(w);
+	kiwi_jw_key(w, "schemaVersion");
+	kiwi_jw_int(w, 2);
+	kiwi_jw_key(w, "mediaType");
+	kiwi_jw_string(w, "application/vnd.oci.image.manifest.v1+json");
+	kiwi_jw_key(w, "config");
+	kiwi_jw_open_object(w);
+	kiwi_oci_emit_descriptor(w, "application/vnd.oci.image.config.v1+json", config);
+	kiwi_jw_close_object(w);
+	kiwi_jw_key(w, "layers");
+	kiwi_jw_open_array(w);
+	for (size_t i = 0; base && i < base->n_layers; i++) {
+		kiwi_jw_open_object(w);
+		kiwi_oci_emit_descriptor(w, base->layers[i].media_type, &base->layers[i]);
+		kiwi_jw_close_object(w);
+	}
+	kiwi_jw_open_object(w);
+	kiwi_oci_emit_descriptor(w, layer_media_type, layer);
+	kiwi_jw_close_object(w);
+	kiwi_jw_close_array(w);
+	if (annotation) {
+		kiwi_jw_key(w, "annotations");
+		kiwi_jw_open_object(w);
+		kiwi_jw_key(w, annotation);
+		kiwi_jw_string(w, value);
+		kiwi_jw_close_object(w);
+	}
+	kiwi_jw_close_object(w);
+}
+
 void kiwi_oci_emit_layers(kiwi_json_writer *w, const struct kiwi_image *base, const kiwi_json *base_history,
 			  const char *diff_id, const char *created, const char *created_by)
 {
@@ -787,22 +821,7 @@ static int pack_into(int dir_fd, int layout_fd, const char *tag, const struct ki
 	emit_config(cw, o, plat, slash + 1, created, diff_id);
 	if (kiwi_oci_store_json(blobs_fd, cw, NULL, &config, err) < 0)
 		return -1;
-	kiwi_jw_open_object(mw);
-	kiwi_jw_key(mw, "schemaVersion");
-	kiwi_jw_int(mw, 2);
-	kiwi_jw_key(mw, "mediaType");
-	kiwi_jw_string(mw, "application/vnd.oci.image.manifest.v1+json");
-	kiwi_jw_key(mw, "config");
-	kiwi_jw_open_object(mw);
-	kiwi_oci_emit_descriptor(mw, "application/vnd.oci.image.config.v1+json", &config);
-	kiwi_jw_close_object(mw);
-	kiwi_jw_key(mw, "layers");
-	kiwi_jw_open_array(mw);
-	kiwi_jw_open_object(mw);
-	kiwi_oci_emit_descriptor(mw, kiwi_oci_layer_media_type(o->compression), &layer);
-	kiwi_jw_close_object(mw);
-	kiwi_jw_close_array(mw);
-	kiwi_jw_close_object(mw);
+	kiwi_oci_emit_manifest(mw, &config, NULL, kiwi_oci_layer_media_type(o->compression), &layer, NULL, NULL);
 	if (kiwi_oci_store_json(blobs_fd, mw, NULL, &manifest, err) < 0 ||
 	    kiwi_oci_update_index(layout_fd, tag, &manifest, plat, slash + 1, NULL, err) < 0)
 		return -1;

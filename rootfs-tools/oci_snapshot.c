@@ -102,37 +102,6 @@ static void emit_config(kiwi_json_writer *w, const kiwi_json *base, const struct
 	kiwi_jw_close_object(w);
 }
 
-static void emit_manifest(kiwi_json_writer *w, const struct kiwi_image *img, const struct kiwi_descriptor *config,
-			  const struct kiwi_snapshot_opts *o, const struct kiwi_descriptor *layer)
-{
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, "schemaVersion");
-	kiwi_jw_int(w, 2);
-	kiwi_jw_key(w, "mediaType");
-	kiwi_jw_string(w, "application/vnd.oci.image.manifest.v1+json");
-	kiwi_jw_key(w, "config");
-	kiwi_jw_open_object(w);
-	kiwi_oci_emit_descriptor(w, "application/vnd.oci.image.config.v1+json", config);
-	kiwi_jw_close_object(w);
-	kiwi_jw_key(w, "layers");
-	kiwi_jw_open_array(w);
-	for (size_t i = 0; img && i < img->n_layers; i++) {
-		kiwi_jw_open_object(w);
-		kiwi_oci_emit_descriptor(w, img->layers[i].media_type, &img->layers[i]);
-		kiwi_jw_close_object(w);
-	}
-	kiwi_jw_open_object(w);
-	kiwi_oci_emit_descriptor(w, kiwi_oci_layer_media_type(o->compression), layer);
-	kiwi_jw_close_object(w);
-	kiwi_jw_close_array(w);
-	kiwi_jw_key(w, "annotations");
-	kiwi_jw_open_object(w);
-	kiwi_jw_key(w, KIWI_SNAPSHOT_BASE_ANNOTATION);
-	kiwi_jw_string(w, img ? "image" : "rootfs");
-	kiwi_jw_close_object(w);
-	kiwi_jw_close_object(w);
-}
-
 /* Test only (kiwi-rootfs(1), ENVIRONMENT): the writer stops itself with
  * its blobs committed and index.json not yet written, so that a test can
  * kill it there. */
@@ -162,7 +131,8 @@ static int write_image(int layout_fd, int blobs_fd, const char *tag, const struc
 	emit_config(cw, base, img, out->diff_id, created);
 	if (kiwi_oci_store_json(blobs_fd, cw, o->scratch, config, err) < 0)
 		return -1;
-	emit_manifest(mw, img, config, o, &out->layer);
+	kiwi_oci_emit_manifest(mw, config, img, kiwi_oci_layer_media_type(o->compression), &out->layer,
+			       KIWI_SNAPSHOT_BASE_ANNOTATION, img ? "image" : "rootfs");
 	const char *os = img && img->config.os ? img->config.os : "linux";
 	const char *arch = img && img->config.architecture ? img->config.architecture
 							   : strchr(KIWI_OCI_DEFAULT_PLATFORM, '/') + 1;
