@@ -504,11 +504,18 @@ def snapshot_stopped(s, kiwi, ref, layout):
     pytest.fail(f"the snapshot ended without stopping before its index: {out}\n{err}")
 
 
-def kill_snapshot(p, layout):
-    """kill -9 of `session snapshot`; its writer dies with it."""
+def kill_snapshot(p, writer):
+    """kill -9 of `session snapshot`; its writer dies with it. Waited for
+    until it is a zombie or gone: its cmdline empties before its files
+    (and their locks) are closed."""
     p.kill()
     p.wait()
-    while writer_alive(layout):
+    while True:
+        try:
+            if Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, IndexError):
+            return
         time.sleep(0.01)
 
 
@@ -541,11 +548,12 @@ def named_blobs(layout):
     return names
 
 
-def gc_counts(s):
+def gc(s):
+    """`kiwi-run gc`. Its counts are not asserted: another run's gc on this
+    host may collect this test's dead records first (or this one theirs);
+    the test looks at its own layouts instead."""
     r = s.raw("gc")
-    assert r.returncode == 0, explain(r)
-    res = json.loads(r.stdout)
-    return res["snapshot_blobs_removed"], res["snapshot_scratch_removed"]
+    assert r.returncode == 0 and isinstance(json.loads(r.stdout)["snapshot_blobs_removed"], int), explain(r)
 
 
 def test_a_snapshot_killed_before_its_index_leaves_blobs_gc_removes(session, kiwi, kiwi_rootfs):
@@ -561,11 +569,11 @@ def test_a_snapshot_killed_before_its_index_leaves_blobs_gc_removes(session, kiw
 
     # A layout the killed snapshot made: its four blobs, then the layout, go.
     fresh = layout_dir(kiwi) / "fresh"
-    p, _ = snapshot_stopped(s, kiwi, f"{fresh}:x", fresh)
-    kill_snapshot(p, fresh)
+    p, writer = snapshot_stopped(s, kiwi, f"{fresh}:x", fresh)
+    kill_snapshot(p, writer)
     made = blob_files(fresh)
     assert len(made) == 4 and markers(fresh) == made and not (fresh / "index.json").exists(), made
-    assert gc_counts(s)[0] == 4
+    gc(s)
     assert not fresh.exists(), sorted(fresh.rglob("*"))
 
     # Killed again with nothing changed: its layer is the one `first`
@@ -573,31 +581,31 @@ def test_a_snapshot_killed_before_its_index_leaves_blobs_gc_removes(session, kiw
     layout = layout_dir(kiwi) / "snaps"
     first = snapshot(s, f"{layout}:first")
     before = layout_state(layout)
-    p, _ = snapshot_stopped(s, kiwi, f"{layout}:second", layout)
-    kill_snapshot(p, layout)
+    p, writer = snapshot_stopped(s, kiwi, f"{layout}:second", layout)
+    kill_snapshot(p, writer)
     claimed = markers(layout)
     assert first["digest"].split(":")[1] in claimed, (first, claimed)
-    assert gc_counts(s)[0] == len(claimed - named_blobs(layout))
+    gc(s)
     assert layout_state(layout) == before
 
     # A dead writer's blobs wait while another writer is live in the layout.
     assert s.sh("echo two > /root/two").returncode == 0
-    p, _ = snapshot_stopped(s, kiwi, f"{layout}:third", layout)
-    kill_snapshot(p, layout)
+    p, writer = snapshot_stopped(s, kiwi, f"{layout}:third", layout)
+    kill_snapshot(p, writer)
     dead = blob_files(layout) - named_blobs(layout)
     assert len(dead) == 3, dead
     assert s.sh("echo three > /root/three").returncode == 0
     q, writer = snapshot_stopped(s, kiwi, f"{layout}:fourth", layout)
     try:
-        assert gc_counts(s) == (0, 0)
-        assert dead <= blob_files(layout)
+        claims = markers(layout)
+        gc(s)
+        assert dead <= blob_files(layout) and markers(layout) == claims
     finally:
         os.kill(writer, signal.SIGCONT)
         out, err = q.communicate(timeout=120)
     assert q.returncode == 0, f"{out}\n{err}"
-    assert gc_counts(s)[0] == 3
+    gc(s)
     assert blob_files(layout) == named_blobs(layout)
     tags = {m["annotations"]["org.opencontainers.image.ref.name"]
             for m in json.loads((layout / "index.json").read_text())["manifests"]}
     assert tags == {"first", "fourth"} and not markers(layout)
-    assert gc_counts(s) == (0, 0)
