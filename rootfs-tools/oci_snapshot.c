@@ -15,13 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* blobs/<alg>/<hex> of a checked digest. */
-static void blob_path(const char *digest, char *out, size_t len)
-{
-	const char *colon = strchr(digest, ':');
-	snprintf(out, len, "blobs/%.*s/%s", (int)(colon - digest), digest, colon + 1);
-}
-
 static int copy_fd(int in, int out)
 {
 	for (;;) {
@@ -35,31 +28,35 @@ static int copy_fd(int in, int out)
 	}
 }
 
-/* A base layer's blob in the new layout: already there, linked (one
- * filesystem), or copied beside its name, then renamed into place (with
- * the writer's marker: kiwi_oci_commit_name). The base was checked when
- * the session was made from it; a restore checks every blob again. */
+/* A base layer's blob in the new layout: already there, or the base's,
+ * opened as every blob read is (kiwi_blob_open: no symlink on the way,
+ * a regular file), then that inode linked (one filesystem) or copied
+ * beside its name, and renamed into place (with the writer's marker:
+ * kiwi_oci_commit_name). Its bytes were checked when the session was made
+ * from the base; a restore checks every blob again. */
 static int copy_blob(int from, int to, const char *digest, const char *scratch, kiwi_err *err)
 {
-	char path[KIWI_DIGEST_MAX + 16], fallback[KIWI_DIGEST_MAX + 32], name[KIWI_DIGEST_MAX + 64];
-	blob_path(digest, path, sizeof(path));
-	struct stat st;
-	if (fstatat(to, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return 0;
-	char dir[64];
-	snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(strchr(digest, ':') - digest), digest);
+	char dir[64], fallback[KIWI_DIGEST_MAX + 32], name[KIWI_DIGEST_MAX + 64], self[64];
+	const char *hex = strchr(digest, ':') + 1;
+	snprintf(dir, sizeof(dir), "blobs/%.*s", (int)(hex - 1 - digest), digest);
 	if (mkdirat(to, dir, 0755) < 0 && errno != EEXIST)
 		return kiwi_error(err, errno, "snapshot", "cannot make `%s` in the layout", dir);
 	_cleanup_close_ int dir_fd = openat(to, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir_fd < 0)
 		return kiwi_error(err, errno, "snapshot", "cannot open `%s` in the layout", dir);
-	const char *hex = strchr(digest, ':') + 1;
+	struct stat st;
+	if (fstatat(dir_fd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		return 0;
+	_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
+	if (in < 0)
+		return kiwi_error_wrap(err, "the base image");
 	snprintf(fallback, sizeof(fallback), "%s.tmp-%d", hex, getpid());
 	kiwi_oci_scratch_name(name, sizeof(name), scratch, hex, fallback);
-	if (linkat(from, path, dir_fd, name, 0) < 0) {
-		_cleanup_close_ int in = kiwi_blob_open(from, digest, err);
-		if (in < 0)
-			return kiwi_error_wrap(err, "the base image");
+	/* The inode opened and checked, never the name again: /proc's link
+	 * to the fd (no /proc, another filesystem, or not the blob's owner
+	 * under protected_hardlinks: a copy). */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", in);
+	if (linkat(AT_FDCWD, self, dir_fd, name, AT_SYMLINK_FOLLOW) < 0) {
 		_cleanup_close_ int out = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 						 0644);
 		if (out < 0 || copy_fd(in, out) < 0 || fsync(out) < 0)

@@ -433,6 +433,30 @@ def test_blobs_dir_symlink_refused(run, host):
     assert_refused(p, dest, "cannot open blob")
 
 
+def test_snapshot_refuses_a_base_blob_that_is_a_symlink(run, host):
+    """A snapshot on a base image whose layer blob is a symlink is refused,
+    as unpack refuses it, instead of linking the symlink itself into the
+    new layout, where a reader that follows it (a push) reads the host."""
+    img = host / "img"
+    write_layout(str(img), [L(("file", "a", "x"))])
+    blobs = img / "blobs" / "sha256"
+    index = json.loads((img / "index.json").read_text())
+    manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":")[1]).read_text())
+    layer = manifest["layers"][0]["digest"].split(":")[1]
+    os.rename(blobs / layer, host / "outside")
+    os.symlink(host / "outside", blobs / layer)
+    tree = host / "tree"
+    tree.mkdir()
+    (tree / "f").write_text("f\n")
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    out = host / "out"
+    try:
+        p = run("snapshot", "--base", f"{img}:latest", "--tree", f"{fd}:", f"{out}:x", pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    assert_refused(p, out, "cannot open blob")
+
+
 def test_oci_archive_with_device_refused(run, host):
     img = host / "img"
     write_layout(str(img), [L(("file", "a", "x"))])
