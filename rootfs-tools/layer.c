@@ -346,6 +346,20 @@ static int make_room(struct entry_ctx *c, bool new_is_dir, bool *kept_dir,
 	return 0;
 }
 
+/* An entry is created with an exclusive call (O_EXCL, mkdirat, linkat,
+ * symlinkat, mknodat), which fails with EEXIST when something is in the
+ * way, never follows it: only then is the way cleared (make_room), and
+ * the call made again. Most entries land where nothing is: no fstatat
+ * for each of them. Returns 1 after clearing, 0 when errno is not EEXIST
+ * (kept for the caller), -1 (err set) when clearing failed. */
+static int in_the_way(struct entry_ctx *c, kiwi_err *err)
+{
+	if (errno != EEXIST)
+		return 0;
+	bool kept;
+	return make_room(c, false, &kept, err) < 0 ? -1 : 1;
+}
+
 static bool xattr_wanted(const kiwi_extract *x, const char *name)
 {
 	/* A redirect or origin from a layer could point the overlay anywhere in its lower. */
@@ -496,8 +510,13 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	/* Refuse a bomb on its header before inflating any of it. */
 	if (size > 0 && (uint64_t)size > x->o.max_size - x->st.bytes)
 		return charge(x, c, (uint64_t)size, err);
-	_cleanup_close_ int fd = openat(c->pfd, c->name,
-					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	_cleanup_close_ int fd = openat(c->pfd, c->name, flags, 0600);
+	int w = fd < 0 ? in_the_way(c, err) : 0;
+	if (w > 0)
+		fd = openat(c->pfd, c->name, flags, 0600);
+	if (w < 0)
+		return -1;
 	if (fd < 0)
 		return kiwi_error(err, errno, "unpack", "cannot create `%s`", c->path);
 	int64_t end = 0;
@@ -523,15 +542,22 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	return set_attrs_fd(x, c, e, fd, false, err);
 }
 
-static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e, bool exists,
-		   kiwi_err *err)
+static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e, kiwi_err *err)
 {
 	int fd;
 	if (!c->path[0]) {
 		fd = resolve(x->root_fd, "", O_RDONLY | O_DIRECTORY);
 	} else {
-		if (!exists && mkdirat(c->pfd, c->name, 0700) < 0)
-			return kiwi_error(err, errno, "unpack", "cannot create directory `%s`", c->path);
+		/* A directory in the way stays (tar's merge); anything else goes. */
+		bool kept = false;
+		if (mkdirat(c->pfd, c->name, 0700) < 0) {
+			int first = errno;
+			if (first == EEXIST && make_room(c, true, &kept, err) < 0)
+				return -1;
+			if (first != EEXIST || (!kept && mkdirat(c->pfd, c->name, 0700) < 0))
+				return kiwi_error(err, first != EEXIST ? first : errno, "unpack",
+						  "cannot create directory `%s`", c->path);
+		}
 		fd = openat(c->pfd, c->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0)
@@ -574,7 +600,13 @@ static int put_hardlink(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 	_cleanup_close_ int tfd = resolve(x->root_fd, slash ? tpath : "", O_PATH | O_DIRECTORY);
 	/* linkat without AT_SYMLINK_FOLLOW links a symlink itself, never what
 	 * it points to, and the target's directory was resolved in the root. */
-	if (tfd < 0 || linkat(tfd, tname, c->pfd, c->name, 0) < 0)
+	int r = tfd < 0 ? -1 : linkat(tfd, tname, c->pfd, c->name, 0);
+	int w = r < 0 && tfd >= 0 ? in_the_way(c, err) : 0;
+	if (w > 0)
+		r = linkat(tfd, tname, c->pfd, c->name, 0);
+	if (w < 0)
+		return -1;
+	if (r < 0)
 		return kiwi_error(err, errno, "unpack", "%s: entry `%s`: cannot hardlink to `%s`",
 				  c->label, c->raw, target);
 	return 0;
@@ -587,20 +619,38 @@ static int put_special(kiwi_extract *x, struct entry_ctx *c, struct archive_entr
 	mode_t perm = archive_entry_perm(e) & 07777;
 	if (type == AE_IFLNK) {
 		const char *target = archive_entry_symlink(e);
-		if (!target || symlinkat(target, c->pfd, c->name) < 0)
-			return kiwi_error(err, target ? errno : EINVAL, "unpack",
-					  "cannot create symlink `%s`", c->path);
+		if (!target)
+			return kiwi_error(err, EINVAL, "unpack", "cannot create symlink `%s`", c->path);
+		int r = symlinkat(target, c->pfd, c->name);
+		int w = r < 0 ? in_the_way(c, err) : 0;
+		if (w > 0)
+			r = symlinkat(target, c->pfd, c->name);
+		if (w < 0)
+			return -1;
+		if (r < 0)
+			return kiwi_error(err, errno, "unpack", "cannot create symlink `%s`", c->path);
 		return set_attrs_at(x, c, e, err);
 	}
-	if (type == AE_IFCHR || type == AE_IFBLK) {
-		if (!x->privileged ||
-		    (mknodat(c->pfd, c->name, type | perm, archive_entry_rdev(e)) < 0 && errno == EPERM)) {
+	if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO) {
+		bool dev = type != AE_IFIFO;
+		if (dev && !x->privileged) {
 			x->st.devices_skipped++;
 			return 0;
 		}
-	} else if (type == AE_IFIFO) {
-		if (mknodat(c->pfd, c->name, S_IFIFO | perm, 0) < 0)
-			return kiwi_error(err, errno, "unpack", "cannot create fifo `%s`", c->path);
+		dev_t rdev = dev ? archive_entry_rdev(e) : 0;
+		int r = mknodat(c->pfd, c->name, type | perm, rdev);
+		int w = r < 0 ? in_the_way(c, err) : 0;
+		if (w > 0)
+			r = mknodat(c->pfd, c->name, type | perm, rdev);
+		if (w < 0)
+			return -1;
+		if (r < 0 && dev && errno == EPERM) {
+			x->st.devices_skipped++;
+			return 0;
+		}
+		if (r < 0)
+			return kiwi_error(err, errno, "unpack", "cannot create %s `%s`", dev ? "device" : "fifo",
+					  c->path);
 	} else {
 		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s` has unsupported type 0%o",
 				  c->label, c->raw, (unsigned)type);
@@ -684,7 +734,7 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 		if (!is_dir)
 			return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s` would replace the root",
 					  label, c.raw);
-		return put_dir(x, &c, e, true, err);
+		return put_dir(x, &c, e, err);
 	}
 	char parent[PATH_MAX];
 	snprintf(parent, sizeof(parent), "%s", c.path);
@@ -701,9 +751,6 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 	c.pfd = get_parent(x, parent, err);
 	if (c.pfd < 0)
 		return kiwi_error_wrap(err, "%s: entry `%s`", label, c.raw);
-	bool exists_dir;
-	if (make_room(&c, is_dir, &exists_dir, err) < 0)
-		return -1;
 	if (archive_entry_hardlink(e))
 		return put_hardlink(x, &c, e, err);
 	/* An oci-archive holds a layout: files and directories, nothing that
@@ -712,7 +759,7 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 		return kiwi_error(err, EINVAL, "unpack", "%s: entry `%s` is neither a file nor a directory",
 				  label, c.raw);
 	if (is_dir)
-		return put_dir(x, &c, e, exists_dir, err);
+		return put_dir(x, &c, e, err);
 	if (type == AE_IFREG)
 		return put_file(x, a, &c, e, err);
 	return put_special(x, &c, e, err);

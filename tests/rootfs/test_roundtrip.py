@@ -341,3 +341,47 @@ def test_zstd_media_type_over_a_plain_tar(run, tmp_path):
     out = tmp_path / "out"
     run("unpack", f"{layout}:latest", str(out), check=0)
     assert (out / "a").read_text() == "plain"
+
+
+KINDS = ["file", "dir", "symlink", "hardlink", "fifo"]
+
+
+def kind_entries(kind, name, tag):
+    return {"file": [("file", name, tag)],
+            "dir": [("dir", name), ("file", f"{name}/{tag}", tag)],
+            "symlink": [("symlink", name, tag)],
+            "hardlink": [("hardlink", name, f"target-{tag}")],
+            "fifo": [("fifo", name)]}[kind]
+
+
+def test_each_kind_replaces_each_kind(run, tmp_path):
+    """A later layer's entry takes the place of whatever a lower one put
+    there, of every kind; a directory over a directory merges. (Each
+    entry is created with an exclusive call and the way cleared only when
+    that call finds something there.)"""
+    lower = [("file", "target-lower", "t1"), ("file", "target-upper", "t2")]
+    upper = []
+    for old in KINDS:
+        for new in KINDS:
+            lower += kind_entries(old, f"{old}-{new}", "lower")
+            upper += kind_entries(new, f"{old}-{new}", "upper")
+    img = tmp_path / "img"
+    write_layout(str(img), [(MT_TAR, tar_bytes(lower)), (MT_TAR, tar_bytes(upper))])
+    out = tmp_path / "out"
+    run("unpack", f"{img}:latest", str(out), check=0)
+    for old in KINDS:
+        for new in KINDS:
+            p = out / f"{old}-{new}"
+            st = os.lstat(p)
+            want = {"file": stat.S_ISREG, "dir": stat.S_ISDIR, "symlink": stat.S_ISLNK,
+                    "hardlink": stat.S_ISREG, "fifo": stat.S_ISFIFO}[new]
+            assert want(st.st_mode), f"{p.name}: mode {oct(st.st_mode)}"
+            if new == "file":
+                assert p.read_text() == "upper"
+            if new == "hardlink":
+                assert st.st_ino == os.stat(out / "target-upper").st_ino, p.name
+            if new == "symlink":
+                assert os.readlink(p) == "upper"
+            if new == "dir":
+                kids = {"lower", "upper"} if old == "dir" else {"upper"}
+                assert set(os.listdir(p)) == kids, p.name
