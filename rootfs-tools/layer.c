@@ -43,6 +43,9 @@ struct kiwi_extract {
 	 * a directory is removed, as the path could then name another one. */
 	char parent_path[PATH_MAX];
 	int parent_fd;
+	bool parent_gid_ours; /* of parent_fd (entry_ctx) */
+	uid_t euid;
+	gid_t egid;
 	bool privileged;
 	uint64_t next_progress;
 };
@@ -55,6 +58,12 @@ struct entry_ctx {
 	char path[PATH_MAX]; /* cleaned: "a/b/c", "" for the root */
 	const char *name;    /* last component of path */
 	int pfd;             /* the parent directory, O_PATH */
+	bool gid_ours;       /* pfd's group is our egid: a new file's, setgid or not */
+};
+
+/* Set on a file that set_attrs_fd gets just as O_EXCL made it. */
+enum fresh {
+	FRESH_OWNER = 1, /* owned by us, and by our group where the parent's is ours */
 };
 
 static int resolve(int root_fd, const char *path, int flags)
@@ -104,6 +113,8 @@ kiwi_extract *kiwi_extract_new(int root_fd, const struct kiwi_extract_opts *opts
 		x->o.max_entries = KIWI_LAYER_DEFAULT_MAX_ENTRIES;
 	x->parent_fd = -1;
 	x->privileged = geteuid() == 0;
+	x->euid = geteuid();
+	x->egid = getegid();
 	x->next_progress = PROGRESS_STEP;
 	return x;
 }
@@ -307,6 +318,16 @@ static int make_parents(kiwi_extract *x, const char *path, kiwi_err *err)
 	}
 }
 
+/* What a file made in the directory fd gets without being told, checked
+ * once per parent so that most files need no fchown: its group is our
+ * egid when the directory's is (whether the directory is setgid or the
+ * filesystem mounted grpid). When unsure, not. */
+static void learn_parent(kiwi_extract *x, int fd)
+{
+	struct stat st;
+	x->parent_gid_ours = fstat(fd, &st) == 0 && st.st_gid == x->egid;
+}
+
 static int get_parent(kiwi_extract *x, const char *parent, kiwi_err *err)
 {
 	if (x->parent_fd >= 0 && !strcmp(x->parent_path, parent))
@@ -321,6 +342,7 @@ static int get_parent(kiwi_extract *x, const char *parent, kiwi_err *err)
 		return -1;
 	snprintf(x->parent_path, sizeof(x->parent_path), "%s", parent);
 	x->parent_fd = fd;
+	learn_parent(x, fd);
 	return fd;
 }
 
@@ -377,7 +399,7 @@ static bool xattr_wanted(const kiwi_extract *x, const char *name)
 /* Owner, xattrs and (for files) mode and mtime, on an open fd. Owner first:
  * chown clears set-id bits, which the mode then restores. */
 static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e, int fd,
-			bool is_dir, kiwi_err *err)
+			bool is_dir, unsigned fresh, kiwi_err *err)
 {
 	uid_t uid = (uid_t)archive_entry_uid(e);
 	gid_t gid = (gid_t)archive_entry_gid(e);
@@ -385,10 +407,11 @@ static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 	if (x->o.plain) /* an oci-archive's files are data: no owners, no set-id */
 		return fchmod(fd, (mode & 0755) | (is_dir ? 0700 : 0600)) < 0 ?
 		       kiwi_error(err, errno, "unpack", "cannot chmod `%s`", c->path) : 0;
-	if (!x->privileged || fchown(fd, uid, gid) < 0) {
+	bool owned = (fresh & FRESH_OWNER) && uid == x->euid && gid == x->egid;
+	if (!owned && (!x->privileged || fchown(fd, uid, gid) < 0)) {
 		if (x->privileged && errno != EINVAL && errno != EPERM)
 			return kiwi_error(err, errno, "unpack", "cannot chown `%s`", c->path);
-		if (uid != geteuid() || gid != getegid())
+		if (uid != x->euid || gid != x->egid)
 			x->st.owners_skipped++;
 	}
 	const char *xname;
@@ -539,7 +562,7 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	}
 	if ((end < size || holes) && ftruncate(fd, end > size ? end : size) < 0) /* a sparse tail */
 		return kiwi_error(err, errno, "unpack", "cannot size `%s`", c->path);
-	return set_attrs_fd(x, c, e, fd, false, err);
+	return set_attrs_fd(x, c, e, fd, false, c->gid_ours ? FRESH_OWNER : 0, err);
 }
 
 static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e, kiwi_err *err)
@@ -562,8 +585,11 @@ static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e
 	}
 	if (fd < 0)
 		return kiwi_error(err, errno, "unpack", "cannot open directory `%s`", c->path);
-	int r = set_attrs_fd(x, c, e, fd, true, err);
+	int r = set_attrs_fd(x, c, e, fd, true, 0, err);
 	close(fd);
+	/* Its group may have changed: what learn_parent knew is stale. */
+	if (x->parent_fd >= 0 && !strcmp(x->parent_path, c->path))
+		drop_parent_cache(x);
 	if (r < 0)
 		return r;
 	bool added;
@@ -751,6 +777,7 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 	c.pfd = get_parent(x, parent, err);
 	if (c.pfd < 0)
 		return kiwi_error_wrap(err, "%s: entry `%s`", label, c.raw);
+	c.gid_ours = x->parent_gid_ours;
 	if (archive_entry_hardlink(e))
 		return put_hardlink(x, &c, e, err);
 	/* An oci-archive holds a layout: files and directories, nothing that

@@ -2,6 +2,7 @@
 """pack -> unpack is lossless; pack --reproducible is byte-stable; layers,
 whiteouts and selection behave as the image spec says."""
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -385,3 +386,34 @@ def test_each_kind_replaces_each_kind(run, tmp_path):
             if new == "dir":
                 kids = {"lower", "upper"} if old == "dir" else {"upper"}
                 assert set(os.listdir(p)) == kids, p.name
+
+
+def owned_tar(entries):
+    """entries: (name, type, mode, gid): root-owned, with these groups."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, kind, mode, gid in entries:
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.mode, ti.uid, ti.gid, ti.mtime = kind, mode, 0, gid, 1700000000
+            ti.size = 1 if kind == tarfile.REGTYPE else 0
+            t.addfile(ti, io.BytesIO(b"x") if kind == tarfile.REGTYPE else None)
+    return buf.getvalue()
+
+
+def test_owner_under_a_setgid_directory(run, tmp_path):
+    """A file made in a setgid directory takes the directory's group; the
+    tar's own group (0 here) is set all the same, also when the root's
+    entry makes the root setgid after files were made in it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (chown)")
+    F, D = tarfile.REGTYPE, tarfile.DIRTYPE
+    data = owned_tar([("a", F, 0o644, 0), ("./", D, 0o2775, 5678), ("b", F, 0o644, 0),
+                      ("g", D, 0o2775, 5678), ("g/f", F, 0o644, 0)])
+    img = tmp_path / "img"
+    write_layout(str(img), [(MT_TAR, data)])
+    out = tmp_path / "out"
+    run("unpack", f"{img}:latest", str(out), check=0)
+    assert os.stat(out / "g").st_gid == 5678 and os.stat(out).st_gid == 5678
+    for name in ("a", "b", "g/f"):
+        assert os.stat(out / name).st_gid == 0, name
+
