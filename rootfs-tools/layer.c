@@ -43,9 +43,10 @@ struct kiwi_extract {
 	 * a directory is removed, as the path could then name another one. */
 	char parent_path[PATH_MAX];
 	int parent_fd;
-	bool parent_gid_ours; /* of parent_fd (entry_ctx) */
+	bool parent_gid_ours, parent_mode_from_open; /* of parent_fd (entry_ctx) */
 	uid_t euid;
 	gid_t egid;
+	mode_t umask;
 	bool privileged;
 	uint64_t next_progress;
 };
@@ -59,11 +60,13 @@ struct entry_ctx {
 	const char *name;    /* last component of path */
 	int pfd;             /* the parent directory, O_PATH */
 	bool gid_ours;       /* pfd's group is our egid: a new file's, setgid or not */
+	bool mode_from_open; /* no default ACL on pfd: a new file's mode is open's less the umask */
 };
 
 /* Set on a file that set_attrs_fd gets just as O_EXCL made it. */
 enum fresh {
 	FRESH_OWNER = 1, /* owned by us, and by our group where the parent's is ours */
+	FRESH_MODE = 2,  /* made with its mode already (open's mode, the umask clear of it) */
 };
 
 static int resolve(int root_fd, const char *path, int flags)
@@ -115,6 +118,8 @@ kiwi_extract *kiwi_extract_new(int root_fd, const struct kiwi_extract_opts *opts
 	x->privileged = geteuid() == 0;
 	x->euid = geteuid();
 	x->egid = getegid();
+	x->umask = umask(0); /* read, and put back at once */
+	umask(x->umask);
 	x->next_progress = PROGRESS_STEP;
 	return x;
 }
@@ -319,13 +324,20 @@ static int make_parents(kiwi_extract *x, const char *path, kiwi_err *err)
 }
 
 /* What a file made in the directory fd gets without being told, checked
- * once per parent so that most files need no fchown: its group is our
- * egid when the directory's is (whether the directory is setgid or the
- * filesystem mounted grpid). When unsure, not. */
+ * once per parent so that most files need no fchown or fchmod: its group
+ * is our egid when the directory's is (whether the directory is setgid or
+ * the filesystem mounted grpid), and its mode is open's less the umask
+ * unless the directory has a default ACL. When unsure, neither. */
 static void learn_parent(kiwi_extract *x, int fd)
 {
+	x->parent_gid_ours = x->parent_mode_from_open = false;
+	_cleanup_close_ int dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
-	x->parent_gid_ours = fstat(fd, &st) == 0 && st.st_gid == x->egid;
+	if (dir < 0 || fstat(dir, &st) < 0)
+		return;
+	x->parent_gid_ours = st.st_gid == x->egid;
+	x->parent_mode_from_open = fgetxattr(dir, "system.posix_acl_default", NULL, 0) < 0 &&
+				   (errno == ENODATA || errno == EOPNOTSUPP);
 }
 
 static int get_parent(kiwi_extract *x, const char *parent, kiwi_err *err)
@@ -422,7 +434,7 @@ static int set_attrs_fd(kiwi_extract *x, struct entry_ctx *c, struct archive_ent
 		if (!xattr_wanted(x, xname) || fsetxattr(fd, xname, val, vlen, 0) < 0)
 			x->st.xattrs_skipped++;
 	}
-	if (fchmod(fd, is_dir ? mode | 0700 : mode) < 0)
+	if (!(fresh & FRESH_MODE) && fchmod(fd, is_dir ? mode | 0700 : mode) < 0)
 		return kiwi_error(err, errno, "unpack", "cannot chmod `%s`", c->path);
 	if (is_dir)
 		return 0;
@@ -533,11 +545,18 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	/* Refuse a bomb on its header before inflating any of it. */
 	if (size > 0 && (uint64_t)size > x->o.max_size - x->st.bytes)
 		return charge(x, c, (uint64_t)size, err);
+	/* Made with its mode where that is exact: no set-id bits (kept for the
+	 * fchmod after the fchown), none the umask takes, no xattrs to set
+	 * first (an owner cannot set user.* on a file it may not write). */
+	mode_t perm = archive_entry_perm(e) & 07777;
+	bool exact = !x->o.plain && c->mode_from_open && !(perm & (07000 | x->umask)) &&
+		     !archive_entry_xattr_count(e);
+	mode_t cmode = exact ? perm : 0600;
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-	_cleanup_close_ int fd = openat(c->pfd, c->name, flags, 0600);
+	_cleanup_close_ int fd = openat(c->pfd, c->name, flags, cmode);
 	int w = fd < 0 ? in_the_way(c, err) : 0;
 	if (w > 0)
-		fd = openat(c->pfd, c->name, flags, 0600);
+		fd = openat(c->pfd, c->name, flags, cmode);
 	if (w < 0)
 		return -1;
 	if (fd < 0)
@@ -562,7 +581,8 @@ static int put_file(kiwi_extract *x, struct archive *a, struct entry_ctx *c,
 	}
 	if ((end < size || holes) && ftruncate(fd, end > size ? end : size) < 0) /* a sparse tail */
 		return kiwi_error(err, errno, "unpack", "cannot size `%s`", c->path);
-	return set_attrs_fd(x, c, e, fd, false, c->gid_ours ? FRESH_OWNER : 0, err);
+	unsigned fresh = (c->gid_ours ? FRESH_OWNER : 0) | (exact ? FRESH_MODE : 0);
+	return set_attrs_fd(x, c, e, fd, false, fresh, err);
 }
 
 static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e, kiwi_err *err)
@@ -587,7 +607,7 @@ static int put_dir(kiwi_extract *x, struct entry_ctx *c, struct archive_entry *e
 		return kiwi_error(err, errno, "unpack", "cannot open directory `%s`", c->path);
 	int r = set_attrs_fd(x, c, e, fd, true, 0, err);
 	close(fd);
-	/* Its group may have changed: what learn_parent knew is stale. */
+	/* Its group or mode may have changed: what learn_parent knew is stale. */
 	if (x->parent_fd >= 0 && !strcmp(x->parent_path, c->path))
 		drop_parent_cache(x);
 	if (r < 0)
@@ -778,6 +798,7 @@ static int apply_entry(kiwi_extract *x, struct archive *a, struct archive_entry 
 	if (c.pfd < 0)
 		return kiwi_error_wrap(err, "%s: entry `%s`", label, c.raw);
 	c.gid_ours = x->parent_gid_ours;
+	c.mode_from_open = x->parent_mode_from_open;
 	if (archive_entry_hardlink(e))
 		return put_hardlink(x, &c, e, err);
 	/* An oci-archive holds a layout: files and directories, nothing that

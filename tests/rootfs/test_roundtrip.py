@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import stat
+import struct
 import tarfile
 
 import pytest
@@ -417,3 +418,51 @@ def test_owner_under_a_setgid_directory(run, tmp_path):
     for name in ("a", "b", "g/f"):
         assert os.stat(out / name).st_gid == 0, name
 
+
+def test_modes_under_a_default_acl(run, tmp_path):
+    """Under a directory with a default ACL (which, not the umask, masks
+    a new file's mode), files still get the tar's modes exactly."""
+    host = tmp_path / "acl"
+    host.mkdir()
+    # posix_acl_xattr: version 2; user::rwx, group::---, other::---
+    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, 0xFFFFFFFF)
+                                          for tag, perm in ((0x01, 7), (0x04, 0), (0x20, 0)))
+    try:
+        os.setxattr(host, "system.posix_acl_default", acl)
+    except OSError as e:
+        pytest.skip(f"no default ACLs here: {e}")
+    data = tar_bytes([("file", "r", "x", 0o644), ("file", "x", "x", 0o755), ("dir", "d"),
+                      ("file", "d/r", "x", 0o664)])
+    img = tmp_path / "img"
+    write_layout(str(img), [(MT_TAR, data)])
+    out = host / "out"
+    run("unpack", f"{img}:latest", str(out), check=0)
+    for name, mode in (("r", 0o644), ("x", 0o755), ("d/r", 0o664)):
+        assert stat.S_IMODE(os.stat(out / name).st_mode) == mode, name
+
+
+def test_rootless_xattr_on_a_read_only_file(kiwi_rootfs, request):
+    """As an unprivileged owner, a user.* xattr can be set on a file only
+    while it may write it: a read-only file is made writable first, its
+    xattr set, and its mode set after."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as an unprivileged uid")
+    import pathlib
+    import tempfile
+    host = pathlib.Path(tempfile.mkdtemp(prefix="kiwi-rootless-", dir="/tmp"))
+    request.addfinalizer(lambda: subprocess.run(["rm", "-rf", str(host)]))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo("ro")
+        ti.mode, ti.size, ti.pax_headers = 0o444, 1, {"SCHILY.xattr.user.kiwi": "v"}
+        t.addfile(ti, io.BytesIO(b"x"))
+    write_layout(str(host / "img"), [(MT_TAR, buf.getvalue())])
+    subprocess.run(["chmod", "-R", "a+rX", str(host)], check=True)
+    os.chmod(host, 0o777)
+    out = host / "out"
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        kiwi_rootfs, "unpack", f"{host / 'img'}:latest", str(out)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    assert os.getxattr(out / "ro", "user.kiwi") == b"v"
+    assert stat.S_IMODE(os.stat(out / "ro").st_mode) == 0o444
