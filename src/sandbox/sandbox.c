@@ -140,6 +140,7 @@ struct follow {
 	struct kiwi_pty_input in; /* --tty: our stdin to the master */
 	int64_t exec_mono;
 	bool failed, exited, init_gone, killing, grace_armed, hung_up;
+	bool sync_eof;            /* pid 1 closed its end: the pidfd says when it is gone */
 	bool signalled;           /* a signal was forwarded: see ended_for_a_reason() */
 	/* A session: execs running now, and when the last one ended. */
 	struct kiwi_session_hooks *session;
@@ -647,7 +648,7 @@ static void fill_slots(struct follow *f, struct pollfd pfd[SLOT_COUNT])
 {
 	bool relay = f->master >= 0 && !f->init_gone;
 	int fds[SLOT_COUNT] = {
-		[SLOT_SYNC] = f->init_gone ? -1 : f->sock,
+		[SLOT_SYNC] = f->init_gone || f->sync_eof ? -1 : f->sock,
 		[SLOT_SIGNAL] = f->sigfd,
 		[SLOT_PIDFD] = f->init_gone ? -1 : f->pidfd,
 		[SLOT_TIMER] = f->timerfd,
@@ -694,9 +695,15 @@ static int follow(struct follow *f)
 		if (pfd[SLOT_STDERR].revents)
 			on_output(f, &f->errout);
 		if (pfd[SLOT_SYNC].revents) {
+			/* At EOF the socket stays readable while pid 1 is still
+			 * exiting (its namespaces, its pid namespace's other
+			 * processes): polled on, it would spin a CPU away from
+			 * that exit, for milliseconds under load. */
 			int r = recv_message(f, &m);
 			if (r > 0)
 				on_message(f, &m);
+			else if (r == 0)
+				f->sync_eof = true;
 		}
 		if (pfd[SLOT_TTY_IN].revents && f->master >= 0)
 			on_input(f);

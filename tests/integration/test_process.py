@@ -3,6 +3,7 @@
 sandbox when the command exits."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -223,6 +224,26 @@ def test_sandbox_dies_with_kiwi_run(kiwi):
     assert code == -signal.SIGKILL, f"exit {code}\n{out}\n{err}"
     daemon = json.loads((work / "daemon.json").read_text())
     assert_daemon_gone(daemon, work / "heartbeat")
+
+
+def test_no_spin_while_pid1_exits(kiwi, tmp_path):
+    """Once pid 1 has closed its end of the sync socket, it may still take
+    a while to be gone (its pid namespace's last processes die first: here
+    one that frees 128 MiB). kiwi-run waits for that on pid 1's pidfd, not
+    by polling the socket at EOF again and again, which spins a CPU away
+    from the very exit it waits for. Counted with strace: at most the one
+    EOF while following and the one of the last drain."""
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    log = tmp_path / "recvmsg.log"
+    argv = ["strace", "-o", str(log), "-e", "trace=recvmsg",
+            *kiwi.argv(["/bin/sh", "-c",
+                        "dd if=/dev/zero of=/dev/null bs=128M count=1000000 2>/dev/null & sleep 0.2"])]
+    r = subprocess.run(argv, capture_output=True, text=True, env=kiwi.env(), timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, explain(r)
+    eofs = [l for l in log.read_text().splitlines() if l.startswith("recvmsg(") and l.endswith("= 0")]
+    assert len(eofs) <= 2, f"{len(eofs)} reads of EOF from pid 1's socket: kiwi-run spun while pid 1 exited"
 
 
 def test_concurrent_sandboxes(kiwi):
