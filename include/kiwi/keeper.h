@@ -16,7 +16,9 @@
  *                      exec's cgroup (clone3 CLONE_INTO_CGROUP), else value
  *                      is clone3's errno (0: no cgroup came, or an older
  *                      pid 1) and the client moves it in (cgroup.procs)
- *   client -> leader   KIWI_EXEC_GO
+ *   client -> leader   KIWI_EXEC_GO, unless READY said KIWI_EXEC_GOING: the
+ *                      client asked for that with KIWI_EXEC_GO_IF_MOVED, and
+ *                      the leader, with nothing to be moved, went on at once
  *   leader -> client   KIWI_EXEC_STARTED, or KIWI_EXEC_FAILED with the error
  *   client -> leader   KIWI_EXEC_KILL (timeout, signals) at any time
  *   leader -> client   KIWI_EXEC_EXIT once the command and, unless kept,
@@ -60,9 +62,17 @@ enum kiwi_exec_type {
  * COPY_OUT writes the file to fd 1. */
 #define KIWI_EXEC_COPY_IN 4u
 #define KIWI_EXEC_COPY_OUT 8u
+/* REQUEST: GO is only worth waiting for when the client has the leader to
+ * move: a leader born in the exec's cgroup (or with none to be in) starts
+ * the command after READY without it, and says so with KIWI_EXEC_GOING.
+ * A round trip less, two wakeups fewer, on every exec. Older leaders
+ * ignore the flag and wait for GO, which the client then sends. */
+#define KIWI_EXEC_GO_IF_MOVED 16u
 
 /* READY: the leader was born in the exec's cgroup. */
 #define KIWI_EXEC_IN_CGROUP 1u
+/* READY: the leader goes on without GO (KIWI_EXEC_GO_IF_MOVED). */
+#define KIWI_EXEC_GOING 2u
 
 /* Bounds of a request: the strings are argv, then env, then cwd, each
  * NUL-terminated, packed after the header. */

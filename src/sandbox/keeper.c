@@ -359,14 +359,17 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	if ((l.req.flags & KIWI_EXEC_TTY) && open_exec_pty(&l, &err) < 0)
 		goto fail;
 	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY, .flags = b.in_cgroup ? KIWI_EXEC_IN_CGROUP : 0,
-				       .value = b.clone_errno };
+	/* Born in the exec's cgroup, or with none asked for (clone3 not
+	 * tried): nothing for the client to move, no GO to wait for. */
+	bool going = (l.req.flags & KIWI_EXEC_GO_IF_MOVED) && (b.in_cgroup || !b.clone_errno);
+	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY, .value = b.clone_errno,
+				       .flags = (b.in_cgroup ? KIWI_EXEC_IN_CGROUP : 0) | (going ? KIWI_EXEC_GOING : 0) };
 	if (self < 0 || kiwi_exec_send(conn, &ready, self) < 0) {
 		kiwi_error(&err, errno, "exec", "cannot hand the client a pidfd");
 		goto fail;
 	}
 	close(self);
-	if (wait_go(&l) < 0)
+	if (!going && wait_go(&l) < 0)
 		_exit(1);
 	if (l.req.flags & (KIWI_EXEC_COPY_IN | KIWI_EXEC_COPY_OUT))
 		leader_copy(&l);

@@ -103,8 +103,8 @@ static void enter_own_cgroup(struct client *c, const struct kiwi_exec_msg *ready
 		return;
 	const struct kiwi_debug *dbg = c->x->debug;
 	if (ready->flags & KIWI_EXEC_IN_CGROUP) {
-		KIWI_DEBUG(dbg, "run", c->asked_ns, "exec-cgroup", "leader born in %s (clone3 CLONE_INTO_CGROUP)",
-			   kiwi_cgroup_name(c->cg));
+		KIWI_DEBUG(dbg, "run", c->asked_ns, "exec-cgroup", "leader born in %s (clone3 CLONE_INTO_CGROUP)%s",
+			   kiwi_cgroup_name(c->cg), ready->flags & KIWI_EXEC_GOING ? ", command started without GO" : "");
 		return;
 	}
 	int64_t t = KIWI_DEBUG_NOW(dbg);
@@ -312,7 +312,8 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 	if (x->tty)
 		kiwi_pty_caller_winsize(STDIN_FILENO, x->stdout_dest, &ws);
 	struct kiwi_exec_request r = {
-		.flags = (x->keep_background ? KIWI_EXEC_KEEP_BACKGROUND : 0) | (x->tty ? KIWI_EXEC_TTY : 0),
+		.flags = (x->keep_background ? KIWI_EXEC_KEEP_BACKGROUND : 0) | (x->tty ? KIWI_EXEC_TTY : 0) |
+			 KIWI_EXEC_GO_IF_MOVED,
 		.argv = (char **)x->argv, .envp = (char **)x->envp, .cwd = x->cwd ? x->cwd : "/",
 		.fds = { x->tty || isatty(STDIN_FILENO) ? -1 : STDIN_FILENO, c->out.write_fd, c->errout.write_fd },
 		.rows = ws.ws_row, .cols = ws.ws_col,
@@ -354,9 +355,16 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 		return kiwi_error(c->err, EPROTO, "exec", "an unexpected message from the session");
 	}
 	c->leader = fd;
+	uint32_t ready_flags = m.flags;
+	/* Going without GO with our cgroup not its birthplace: the command
+	 * would start outside it, which we never let happen unsaid. */
+	if ((m.flags & KIWI_EXEC_GOING) && c->cg && !(m.flags & KIWI_EXEC_IN_CGROUP)) {
+		send_kill(c, SIGKILL);
+		return kiwi_error(c->err, EPROTO, "exec", "the session started the exec outside the exec's cgroup");
+	}
 	enter_own_cgroup(c, &m, c->leader);
 	m = (struct kiwi_exec_msg){ .type = KIWI_EXEC_GO };
-	if (kiwi_exec_send(c->conn, &m, -1) < 0)
+	if (!(ready_flags & KIWI_EXEC_GOING) && kiwi_exec_send(c->conn, &m, -1) < 0)
 		return kiwi_error(c->err, errno, "exec", "cannot start the exec");
 	int got = kiwi_exec_recv(c->conn, &m, 0, &fd);
 	kiwi_closep(&fd);

@@ -5,6 +5,7 @@ with it; destroy proves a clean end; nobody else reaches a session."""
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -428,6 +429,28 @@ def test_exec_leader_is_born_in_its_own_cgroup(session):
     lines = [ln for ln in p.stderr.splitlines() if " exec-cgroup " in ln]
     assert any(f"leader born in {name} (clone3 CLONE_INTO_CGROUP)" in ln for ln in lines), explain(p)
     assert not any("through cgroup.procs" in ln for ln in lines), explain(p)
+
+
+def test_exec_born_in_its_cgroup_starts_without_go(session, tmp_path):
+    """A leader born in its exec's cgroup has nothing to wait for: the
+    client asks it (KIWI_EXEC_GO_IF_MOVED) to start the command right after
+    READY, and sends no GO (kiwi/keeper.h): a round trip less per exec.
+    strace counts what the client sends on the session's socket: its op
+    and its request, no third message; --debug says so."""
+    s = session()
+    _, v = s.exec_verdict("true")
+    exec_cgroup_or_skip(v)
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    log = tmp_path / "sendmsg.log"
+    argv = ["strace", "-o", str(log), "-e", "trace=sendmsg",
+            *s.kiwi.raw_argv(["session", "exec", s.id, "--debug", "--", "/bin/echo", "ran"])]
+    p = subprocess.run(argv, capture_output=True, text=True, env=s.kiwi.env(), timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == "ran\n", explain(p)
+    assert "(clone3 CLONE_INTO_CGROUP), command started without GO" in p.stderr, explain(p)
+    sent = [ln for ln in log.read_text().splitlines() if ln.startswith("sendmsg(")]
+    assert len(sent) == 2, "\n".join(sent)
 
 
 def test_exec_cgroup_fallback_names_the_refusal(session, kiwi):
