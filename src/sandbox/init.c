@@ -440,6 +440,7 @@ struct init_ctx {
 	int rootfs_tree;                 /* the idmapped rootfs, from sync #1; -1: none */
 	int session_cg;                  /* a session's cgroup, from before sync #1; -1: none */
 	bool cgroupns_at_session;        /* our cgroup namespace's root is session_cg */
+	pid_t cgroupns_child;            /* the child that made it, reaped before sync #2; 0: none */
 	char cgroupns_note[96];          /* --debug: where that root is, and why */
 	char note[160];                  /* --debug: the step's details */
 };
@@ -466,8 +467,12 @@ __attribute__((format(printf, 2, 3))) static void note(struct init_ctx *c, const
  * on the session's cgroup.procs, which sandbox.c delegated), pid 1 joins
  * its namespace and lets it go. kiwi-run enables the session's
  * controllers for its children only after this (sync #2): the kernel
- * would refuse a process in a cgroup that hands them down. Where the
- * clone is refused, the namespace is rooted at the leaf, as before. */
+ * would refuse a process in a cgroup that hands them down, so the child
+ * is reaped before sync #2 (reap_cgroupns_child), not here: waiting for
+ * it to be scheduled and exit cost 0.1 to 3.5 ms of every create on a
+ * loaded host (bench/RESULTS.md), while the mounts can be made meanwhile.
+ * Where the clone is refused, the namespace is rooted at the leaf, as
+ * before. */
 static int cgroupns_at(struct init_ctx *c, kiwi_err *err)
 {
 	int gate[2];
@@ -487,8 +492,7 @@ static int cgroupns_at(struct init_ctx *c, kiwi_err *err)
 	int e = pid > 0 ? errno : why.errnum;
 	close(gate[1]);
 	if (pid > 0) {
-		siginfo_t info;
-		waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+		c->cgroupns_child = pid;
 		close(pidfd);
 	}
 	kiwi_closep(&c->session_cg);
@@ -502,6 +506,15 @@ static int cgroupns_at(struct init_ctx *c, kiwi_err *err)
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return kiwi_error(err, errno, "init", "cannot make a cgroup namespace at the sandbox's cgroup");
 	return 0;
+}
+
+/* The child of cgroupns_at, gone once the gate closed: out of the
+ * session's cgroup before kiwi-run hands its controllers down. */
+static void reap_cgroupns_child(struct init_ctx *c)
+{
+	while (c->cgroupns_child > 0 && waitpid(c->cgroupns_child, NULL, 0) < 0 && errno == EINTR)
+		;
+	c->cgroupns_child = 0;
 }
 
 /* The ids to build with, then no way back in for the command: not
@@ -740,6 +753,7 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args)
 	/* A session: ready once pid 1 holds nothing of the caller's; from
 	 * here on it keeps the sandbox for the execs (kiwi/keeper.h). */
 	if (c.cfg->session) {
+		reap_cgroupns_child(&c);
 		send_witness(sock);
 		const int kept[] = { sock, c.disk.layer };
 		if (close_fds_except(NULL, 0, kept, KIWI_ARRAY_SIZE(kept), &err) < 0 || drop_stdio(&err) < 0)
