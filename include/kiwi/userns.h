@@ -76,6 +76,11 @@ bool kiwi_idmap_is_own(const struct kiwi_idmap *m, uid_t uid, gid_t gid);
  * per extent (cut short when buf is: the kernel then refuses it whole). */
 void kiwi_idmap_format(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len);
 
+/* The map name ("uid_map", "gid_map") of process pid as the kernel shows
+ * it: its first cap extents into out. Returns how many, or -1 (errno)
+ * when it cannot be read. */
+int kiwi_userns_read_map(pid_t pid, const char *name, struct kiwi_id_extent *out, size_t cap);
+
 /* Parent side. Writes m (NULL: the caller's own uid and gid at 0; root
  * maps 0 to 0) into the child's user namespace. setgroups is denied first
  * when deny_setgroups is set, which an unprivileged writer of gid_map must

@@ -7,6 +7,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/json.h"
 #include "kiwi/openat2.h"
+#include "kiwi/userns.h"
 #include "image.h"
 
 #include <errno.h>
@@ -70,18 +71,13 @@ static int layout_abs_path(const char *ref, char *out, size_t len, kiwi_err *err
 static size_t idmap_args(pid_t pid, const char *which, const char *flag, const char **args, size_t at,
 			 char (*buf)[64], size_t cap)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
-	FILE *f = fopen(path, "re");
-	size_t n = 0;
-	long long in, out, count;
-	while (f && n < cap && fscanf(f, "%lld %lld %lld", &in, &out, &count) == 3) {
-		snprintf(buf[n], sizeof(buf[n]), "%lld:%lld:%lld", in, out, count);
+	struct kiwi_id_extent map[16];
+	int n = kiwi_userns_read_map(pid, which, map, cap < 16 ? cap : 16);
+	for (int i = 0; i < n; i++) {
+		snprintf(buf[i], sizeof(buf[i]), "%u:%u:%u", map[i].inside, map[i].outside, map[i].count);
 		args[at++] = flag;
-		args[at++] = buf[n++];
+		args[at++] = buf[i];
 	}
-	if (f)
-		fclose(f);
 	return at;
 }
 

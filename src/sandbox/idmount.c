@@ -4,6 +4,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
 #include "kiwi/spawn.h"
+#include "kiwi/userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,20 +215,14 @@ int kiwi_idmount_give_pipes(const int *fds, size_t n, uint32_t uid, uint32_t gid
 /* The outside id of inside 0 in /proc/PID/NAME. */
 static int outside_of_0(pid_t pid, const char *name, uint32_t *out)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	unsigned in, outside, count;
-	int r = -1;
-	while (r < 0 && fscanf(f, "%u %u %u", &in, &outside, &count) == 3)
-		if (in == 0) {
-			*out = outside;
-			r = 0;
+	struct kiwi_id_extent map[340];   /* the kernel's most */
+	int n = kiwi_userns_read_map(pid, name, map, KIWI_ARRAY_SIZE(map));
+	for (int i = 0; i < n; i++)
+		if (map[i].inside == 0) {
+			*out = map[i].outside;
+			return 0;
 		}
-	fclose(f);
-	return r;
+	return -1;
 }
 
 int kiwi_idmount_root_of(pid_t pid, uint32_t *uid, uint32_t *gid)

@@ -152,6 +152,21 @@ static int write_proc_file(pid_t pid, const char *name, const char *text, kiwi_e
 	return 0;
 }
 
+int kiwi_userns_read_map(pid_t pid, const char *name, struct kiwi_id_extent *out, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int n = 0;
+	unsigned in, outside, count;
+	while ((size_t)n < cap && fscanf(f, "%u %u %u", &in, &outside, &count) == 3)
+		out[n++] = (struct kiwi_id_extent){ .inside = in, .outside = outside, .count = count };
+	fclose(f);
+	return n;
+}
+
 void kiwi_idmap_format(const struct kiwi_id_extent *m, size_t n, char *buf, size_t len)
 {
 	size_t at = 0;
