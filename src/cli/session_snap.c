@@ -5,6 +5,7 @@
 #include "session_snap.h"
 #include "cli.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fslayer.h"
 #include "kiwi/json.h"
 #include "kiwi/openat2.h"
 #include "kiwi/userns.h"
@@ -79,18 +80,6 @@ static size_t idmap_args(pid_t pid, const char *which, const char *flag, const c
 		args[at++] = buf[i];
 	}
 	return at;
-}
-
-static int open_upper(int layer, const char *name, kiwi_err *err)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "%s/upper", name);
-	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-	int fd = kiwi_openat2(layer, path, &how);
-	if (fd < 0)
-		return kiwi_error(err, errno, "snapshot", "cannot open `%s` of the session's layer", path);
-	return fd;
 }
 
 /* kiwi-rootfs's result, with what only kiwi-run knows. */
@@ -169,7 +158,7 @@ static int snapshot(const struct kiwi_registry_entry *e, const char *ref, const 
 	size_t n = 0;
 	int rc = kiwi_session_snapshot_begin(e, &s, err);
 	for (; rc == 0 && n < s.src.n; n++)
-		rc = (fds[n] = open_upper(s.layer, s.src.names[n], err)) < 0 ? -1 : 0;
+		rc = (fds[n] = kiwi_fslayer_export_upper(s.layer, s.src.names[n], err)) < 0 ? -1 : 0;
 	char line[4096];
 	if (rc == 0)
 		rc = write_snapshot(e, ref, comp, &s, fds, line, sizeof(line), err);

@@ -323,12 +323,19 @@ static int land_dir(struct land *l, int up, int dst, unsigned depth)
 
 int kiwi_fslayer_export_upper(int layer, const char *name, kiwi_err *err)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "%s/upper", name);
-	int fd = openat(layer, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	/* One component at a time, following no symlink, and on the layer's
+	 * own filesystem: what is read (and, for a snapshot, published) is
+	 * the layer's, whatever a process that could reach it put there. */
+	if (strchr(name, '/'))
+		return kiwi_error(err, EINVAL, "layer", "`%s` names no layer directory", name);
+	_cleanup_close_ int top = openat(layer, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd = top < 0 ? -1 : openat(top, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat l, u;
+	if (fd < 0 || fstat(layer, &l) < 0 || fstat(fd, &u) < 0)
 		return kiwi_error(err, errno, "layer", "cannot open the upper directory of `%s`", name);
-	return fd;
+	if (l.st_dev != u.st_dev)
+		return kiwi_error(err, EXDEV, "layer", "the upper directory of `%s` is not on the layer", name);
+	return TAKE_FD(fd);
 }
 
 int kiwi_fslayer_land(int layer, const char *name, int destfd, kiwi_err *err)
