@@ -6,6 +6,7 @@
 #ifndef KIWI_NFT_H
 #define KIWI_NFT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,7 @@ void kiwi_nft_add_rule(struct kiwi_nft *n, struct nftnl_rule *r);
 void kiwi_nft_meta(struct nftnl_rule *r, uint32_t key);          /* -> reg 1 */
 void kiwi_nft_ct_state(struct nftnl_rule *r);                    /* -> reg 1 */
 void kiwi_nft_ct(struct nftnl_rule *r, uint32_t key);            /* NFT_CT_*, -> reg 1 */
+void kiwi_nft_ct_set(struct nftnl_rule *r, uint32_t key);        /* NFT_CT_MARK... from reg 1 */
 /* reg 1 (len bytes) compared with data: NFT_CMP_EQ, NFT_CMP_NEQ... */
 void kiwi_nft_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len);
 void kiwi_nft_cmp_u8(struct nftnl_rule *r, uint32_t op, uint8_t v);
@@ -79,6 +81,10 @@ void kiwi_nft_counter(struct nftnl_rule *r);
 void kiwi_nft_log(struct nftnl_rule *r, uint16_t group, uint32_t snaplen, const char *prefix);
 void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code);
 void kiwi_nft_masq(struct nftnl_rule *r);
+/* To nfnetlink_queue num, without bypass: dropped while nobody is bound.
+ * compat: through xtables' NFQUEUE target (nft_compat), for kernels
+ * built without nft's own queue expression (CONFIG_NFT_QUEUE). */
+void kiwi_nft_queue(struct nftnl_rule *r, uint16_t num, bool compat);
 /* dnat to addr:port (both network byte order), through registers 2 and 3 */
 void kiwi_nft_dnat4(struct nftnl_rule *r, uint32_t addr, uint16_t port);
 

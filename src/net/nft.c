@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
+#include <linux/netfilter/xt_NFQUEUE.h>
 #include <libnftnl/batch.h>
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>
@@ -417,6 +418,13 @@ void kiwi_nft_ct(struct nftnl_rule *r, uint32_t key)
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
 }
 
+void kiwi_nft_ct_set(struct nftnl_rule *r, uint32_t key)
+{
+	EXPR(r, "ct");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_SREG, NFT_REG_1);
+}
+
 void kiwi_nft_ct_state(struct nftnl_rule *r)
 {
 	kiwi_nft_ct(r, NFT_CT_STATE);
@@ -507,6 +515,30 @@ void kiwi_nft_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
 	EXPR(r, "reject");
 	nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, type);
 	nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, code);
+}
+
+void kiwi_nft_queue(struct nftnl_rule *r, uint16_t num, bool compat)
+{
+	if (compat) {
+		/* xtables' NFQUEUE revision 1 (queue, total): no bypass either */
+		EXPR(r, "target");
+		/* the expression takes the info and frees it */
+		struct xt_NFQ_info_v1 *info = malloc(sizeof(*info));
+		if (!info) {
+			expr_failed = true;
+			return;
+		}
+		*info = (struct xt_NFQ_info_v1){ .queuenum = num, .queues_total = 1 };
+		nftnl_expr_set_str(e, NFTNL_EXPR_TG_NAME, "NFQUEUE");
+		nftnl_expr_set_u32(e, NFTNL_EXPR_TG_REV, 1);
+		nftnl_expr_set(e, NFTNL_EXPR_TG_INFO, info, sizeof(*info));
+		return;
+	}
+	EXPR(r, "queue");
+	nftnl_expr_set_u16(e, NFTNL_EXPR_QUEUE_NUM, num);
+	nftnl_expr_set_u16(e, NFTNL_EXPR_QUEUE_TOTAL, 1);
+	/* no NFT_QUEUE_FLAG_BYPASS: with nobody bound, the packet is dropped */
+	nftnl_expr_set_u16(e, NFTNL_EXPR_QUEUE_FLAGS, 0);
 }
 
 void kiwi_nft_masq(struct nftnl_rule *r)
