@@ -13,7 +13,19 @@
  * carries (TLS server_name, HTTP Host), and connects on to the address
  * the sandbox asked for only when that name is on the list for that
  * port and the resolver gave that address for that very name. Every
- * decision is handed to ops.audit. */
+ * decision is handed to ops.audit.
+ *
+ * The kernel path (kernel_tls, root runs only): TLS on port 443 is not
+ * proxied. The sandbox's flow goes to the address it asked for and is
+ * forwarded by the kernel; the table queues its packets to the gate
+ * (nfnetlink_queue, kiwi/nfq.h) while the flow's conntrack mark says
+ * unchecked: the SYN (let through only to an address the resolver gave
+ * the sandbox; any other goes on to the proxy as before), then its
+ * first segments, held until the ClientHello is whole. The same checks
+ * decide; the verdict marks the flow allowed (the kernel forwards the
+ * rest unseen) or refused (the table resets it). Setting the mark
+ * needs CAP_NET_ADMIN in the host's namespace at each verdict, which a
+ * rootless kiwi-run has not: there every port stays on the proxy. */
 #ifndef KIWI_PROXY_H
 #define KIWI_PROXY_H
 
@@ -46,11 +58,23 @@ struct kiwi_proxy_ops {
 	void *arg;
 };
 
+/* The conntrack and packet mark bits the table and the kernel path share
+ * (a verdict sets the packet's, the table copies it to the flow's). */
+#define KIWI_GATE_MARK_MASK 0x30000000u
+#define KIWI_GATE_UNCHECKED 0x10000000u
+#define KIWI_GATE_ALLOWED 0x20000000u
+#define KIWI_GATE_REFUSED 0x30000000u
+/* TLS on this port takes the kernel path; a first payload that is not
+ * a TLS handshake is refused there. */
+#define KIWI_GATE_TLS_PORT 443
+
 struct kiwi_proxy_config {
 	uint32_t gateway;    /* host byte order: where both ports are bound */
 	uint32_t sandbox;    /* the only peer served */
 	uint32_t upstream;   /* the resolver asked, on port 53 */
 	struct kiwi_proxy_ops ops;
+	bool kernel_tls;     /* the kernel path for port 443 */
+	uint16_t queue_first;  /* then: the queue number tried first */
 };
 
 struct kiwi_proxy;
@@ -59,6 +83,8 @@ struct kiwi_proxy;
 int kiwi_proxy_open(const struct kiwi_proxy_config *c, struct kiwi_proxy **out, kiwi_err *err);
 uint16_t kiwi_proxy_dns_port(const struct kiwi_proxy *p);
 uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p);
+/* The queue the kernel path is bound to; -1: no kernel path. */
+int kiwi_proxy_queue(const struct kiwi_proxy *p);
 /* Starts the thread. Only after the sandbox is cloned: a process with
  * threads must not clone3 a child that then allocates. */
 int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err);

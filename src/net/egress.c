@@ -799,6 +799,7 @@ int kiwi_egress_seal(struct kiwi_egress *e, int userns_fd, int netns_fd, int *au
 		kiwi_egress_audit_read(e, NULL);
 		e->gate_ops->close(TAKE_PTR(e->gate));
 		e->gate_dns = e->gate_tcp = 0;
+		e->gate_kernel = false;
 	}
 	if (kiwi_egress_run_inside(userns_fd, netns_fd, drop_links, NULL, audit_fd, err) < 0) {
 		/* Nothing is sealed: a later try starts afresh. */

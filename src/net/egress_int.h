@@ -126,6 +126,9 @@ struct kiwi_egress {
 	struct kiwi_egress_gate *gate;
 	const struct egress_gate_ops *gate_ops;
 	uint16_t gate_dns, gate_tcp;
+	bool gate_kernel;           /* TLS on 443 through the gate's queue (root only) */
+	uint16_t gate_queue;
+	bool queue_compat;          /* queued through nft_compat's NFQUEUE (no CONFIG_NFT_QUEUE) */
 	pthread_mutex_t audit_lock; /* the gate's thread audits too */
 };
 

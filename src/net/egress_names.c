@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* host_allowlist by name: the name gate (proxy.c, resolver.c) wired to
- * the policy, the address checks and the audit of one sandbox. Linked
- * into kiwi-run only: kiwi-helper(8) never runs a gate (a caller's
- * kiwi-run runs its own, unprivileged). */
+/* host_allowlist by name: the name gate (proxy.c, proxy_tls.c,
+ * resolver.c) wired to the policy, the address checks and the audit of
+ * one sandbox. Linked into kiwi-run only: kiwi-helper(8) never runs a
+ * gate (a caller's kiwi-run runs its own, unprivileged, proxy only). */
 #include "egress_int.h"
 #include "kiwi/proxy.h"
 
@@ -81,9 +81,12 @@ static const struct egress_gate_ops gate_ops = { gate_start, gate_close };
 
 int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 {
-	bool names = false;
-	for (size_t i = 0; e->cfg.kind == KIWI_EGRESS_HOST_ALLOWLIST && i < e->cfg.n_allow_hosts; i++)
-		names |= !kiwi_egress_host_is_addr(&e->cfg.allow_hosts[i]);
+	bool names = false, tls = false;
+	for (size_t i = 0; e->cfg.kind == KIWI_EGRESS_HOST_ALLOWLIST && i < e->cfg.n_allow_hosts; i++) {
+		const struct kiwi_egress_host *h = &e->cfg.allow_hosts[i];
+		names |= !kiwi_egress_host_is_addr(h);
+		tls |= !kiwi_egress_host_is_addr(h) && port_allowed(&e->cfg, h, KIWI_GATE_TLS_PORT);
+	}
 	if (!names || e->gate)
 		return 0;
 	struct kiwi_egress_gate *g = calloc(1, sizeof(*g));
@@ -95,6 +98,11 @@ int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 		.sandbox = e->block + 2,
 		.upstream = kiwi_egress_upstream(&e->cfg),
 		.ops = { name_allowed, forbidden, audit, g },
+		/* Only with a table of our own (root): a shell of kiwi-helper's
+		 * caller cannot give verdicts that mark conntrack entries. A
+		 * queue number per pool block, so sandboxes do not collide. */
+		.kernel_tls = tls && e->nft,
+		.queue_first = (uint16_t)(e->block >> 2),
 	};
 	if (kiwi_proxy_open(&c, &g->proxy, err) < 0) {
 		free(g);
@@ -104,5 +112,8 @@ int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 	e->gate_ops = &gate_ops;
 	e->gate_dns = kiwi_proxy_dns_port(g->proxy);
 	e->gate_tcp = kiwi_proxy_tcp_port(g->proxy);
+	int q = kiwi_proxy_queue(g->proxy);
+	e->gate_kernel = q >= 0;
+	e->gate_queue = q >= 0 ? (uint16_t)q : 0;
 	return 0;
 }

@@ -70,10 +70,25 @@
  *     tcp dport @name_ports dnat to GW:TCP_PORT }
  *   input, before its deny:  ct status dnat  to GW:DNS_PORT/udp, GW:TCP_PORT/tcp  accept
  *
+ * and, for a root run with a name allowed on 443, the gate's kernel path
+ * for TLS there (proxy_tls.c; G is a flow's gate state in ct mark bits
+ * KIWI_GATE_MARK_MASK: unchecked U, allowed A, refused R):
+ *   chain gateq { type filter hook prerouting priority -150;
+ *     iif != V accept;  meta nfproto != ipv4 accept
+ *     meta mark & M == A  ct mark set ct mark & ~M | A  meta mark set mark & ~M  accept
+ *     (the same for R and for U: the gate's verdicts, NF_REPEAT with a mark)
+ *     ct mark & M == U queue num Q             # no bypass: nobody bound, dropped
+ *     ip daddr @never accept;  ip daddr . th dport @pins accept
+ *     tcp dport 443 ct state new ct status & dnat == 0 queue num Q }
+ *   gate, before its TCP dnat:  ct mark & M == U accept
+ *   forward, before established:  ct mark & M == R goto deny
+ *   decide4, after the pins:  ct mark & M == U accept   # the gate audits the flow
+ *
  * "always_deny" and "not_allowed:special" are coarse: the audit names the
  * range from the address (always_deny:metadata, not_allowed:documentation).
  */
 #include "egress_int.h"
+#include "kiwi/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -92,6 +107,8 @@ enum { SET_NEVER = 1, SET_SPECIAL, SET_ALLOW, SET_PORTS, SET_PINS, SET_NEVER6, S
 #define CT_EST_REL (NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED))
 #define NAT_PRIO_DST (-100)
 #define NFLOG_SNAPLEN 128
+/* after conntrack (-200), before NAT (-100) */
+#define GATE_QUEUE_PRIO (-150)
 
 static const uint16_t default_ports[] = { 80, 443 };
 
@@ -113,6 +130,12 @@ static void match_if(struct nftnl_rule *r, uint32_t key, uint32_t op, int ifinde
 {
 	kiwi_nft_meta(r, key);
 	kiwi_nft_cmp_u32(r, op, (uint32_t)ifindex);
+}
+
+static void match_l4(struct nftnl_rule *r, uint8_t proto)
+{
+	kiwi_nft_meta(r, NFT_META_L4PROTO);
+	kiwi_nft_cmp_u8(r, NFT_CMP_EQ, proto);
 }
 
 static void match_ct_est_rel(struct nftnl_rule *r)
@@ -162,6 +185,67 @@ static void match_to_port(struct nftnl_rule *r, uint8_t proto, uint32_t addr, ui
 	kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(port) }, 2);
 }
 
+/* reg 1 = the flow's gate state (KIWI_GATE_*), compared with state */
+static void match_ct_gate(struct nftnl_rule *r, uint32_t op, uint32_t state)
+{
+	kiwi_nft_ct(r, NFT_CT_MARK);
+	kiwi_nft_and(r, KIWI_GATE_MARK_MASK);
+	kiwi_nft_cmp_u32(r, op, state);
+}
+
+/* A verdict's packet mark, state, into the flow's conntrack mark; the
+ * packet's own mark as it was. */
+static void gate_mark_rule(struct kiwi_nft *n, uint32_t state)
+{
+	RULE(n, "gateq", {
+		kiwi_nft_meta(r, NFT_META_MARK);
+		kiwi_nft_and(r, KIWI_GATE_MARK_MASK);
+		kiwi_nft_cmp_u32(r, NFT_CMP_EQ, state);
+		kiwi_nft_ct(r, NFT_CT_MARK);
+		kiwi_nft_bitwise(r, ~KIWI_GATE_MARK_MASK, state);
+		kiwi_nft_ct_set(r, NFT_CT_MARK);
+		kiwi_nft_meta(r, NFT_META_MARK);
+		kiwi_nft_bitwise(r, ~KIWI_GATE_MARK_MASK, 0);
+		kiwi_nft_meta_set(r, NFT_META_MARK);
+		kiwi_nft_verdict(r, NF_ACCEPT, NULL);
+	});
+}
+
+/* The kernel path of the name gate (kiwi/proxy.h), before NAT decides:
+ * a new TCP flow to port 443 (not to a never-range, not pinned) and
+ * then every packet of a flow still unchecked go to the gate's queue.
+ * The gate's verdicts come back here (NF_REPEAT with the packet mark).
+ * The queue has no bypass: with the gate gone they are dropped. */
+static void gate_queue_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
+{
+	uint16_t q = e->gate_queue;
+	kiwi_nft_add_chain(n, "gateq", "filter", NF_INET_PRE_ROUTING, GATE_QUEUE_PRIO);
+	RULE(n, "gateq", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, e->host_ifindex); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "gateq", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
+			   kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	gate_mark_rule(n, KIWI_GATE_ALLOWED);
+	gate_mark_rule(n, KIWI_GATE_REFUSED);
+	gate_mark_rule(n, KIWI_GATE_UNCHECKED);
+	RULE(n, "gateq", { match_ct_gate(r, NFT_CMP_EQ, KIWI_GATE_UNCHECKED); kiwi_nft_queue(r, q, e->queue_compat); });
+	RULE(n, "gateq", { load_daddr4(r, NFT_REG_1); kiwi_nft_lookup(r, NFT_REG_1, "never", SET_NEVER);
+			   kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	if (e->n_pins)
+		RULE(n, "gateq", { load_daddr4(r, NFT_REG32_00); load_dport(r, NFT_REG32_01);
+				   kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	RULE(n, "gateq", {
+		match_l4(r, IPPROTO_TCP);
+		load_dport(r, NFT_REG_1);
+		kiwi_nft_cmp(r, NFT_CMP_EQ, &(uint16_t){ htons(KIWI_GATE_TLS_PORT) }, 2);
+		kiwi_nft_ct_state(r);
+		kiwi_nft_cmp_u32(r, NFT_CMP_EQ, NF_CT_STATE_BIT(IP_CT_NEW));
+		/* a SYN sent again of a flow the gate gave the proxy: NAT is bound */
+		kiwi_nft_ct(r, NFT_CT_STATUS);
+		kiwi_nft_and(r, IPS_DST_NAT);
+		kiwi_nft_cmp_u32(r, NFT_CMP_EQ, 0);
+		kiwi_nft_queue(r, q, e->queue_compat);
+	});
+}
+
 /* host_allowlist: the sandbox's DNS to the gateway and its TCP on the
  * names' ports go to the name gate; never-ranges and pinned addresses
  * are left alone (the forward chain decides them, and audits). The
@@ -181,6 +265,9 @@ static void gate_chains(struct kiwi_nft *n, const struct kiwi_egress *e)
 	if (e->n_pins)
 		RULE(n, "gate", { load_daddr4(r, NFT_REG32_00); load_dport(r, NFT_REG32_01);
 				  kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	/* the kernel path's flows go where they were sent */
+	if (e->gate_kernel)
+		RULE(n, "gate", { match_ct_gate(r, NFT_CMP_EQ, KIWI_GATE_UNCHECKED); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "gate", {
 		kiwi_nft_meta(r, NFT_META_L4PROTO);
 		kiwi_nft_cmp_u8(r, NFT_CMP_EQ, IPPROTO_TCP);
@@ -212,12 +299,6 @@ static void allow_as(struct nftnl_rule *r, const struct kiwi_egress *e, const ch
 {
 	kiwi_nft_log(r, e->group, NFLOG_SNAPLEN, class);
 	kiwi_nft_verdict(r, NF_ACCEPT, NULL);
-}
-
-static void match_l4(struct nftnl_rule *r, uint8_t proto)
-{
-	kiwi_nft_meta(r, NFT_META_L4PROTO);
-	kiwi_nft_cmp_u8(r, NFT_CMP_EQ, proto);
 }
 
 /* Link-level IPv6 control between the sandbox and its gateway:
@@ -274,6 +355,9 @@ static void hook_chains(struct kiwi_nft *n, const struct kiwi_egress *e, const s
 	RULE(n, "forward", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, v); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	if (guarded)
 		RULE(n, "forward", { guard_mark(r, EGRESS_GUARD_MARK); });
+	/* a flow the gate refused: reset, as often as the sandbox tries */
+	if (e->gate_kernel)
+		RULE(n, "forward", { match_ct_gate(r, NFT_CMP_EQ, KIWI_GATE_REFUSED); kiwi_nft_verdict(r, NFT_GOTO, "deny"); });
 	RULE(n, "forward", { match_ct_est_rel(r); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "forward", { kiwi_nft_verdict(r, NFT_GOTO, "decide"); });
 
@@ -406,6 +490,10 @@ static void kind_rules(struct kiwi_nft *n, const struct kiwi_egress *e, const st
 				kiwi_nft_lookup(r, NFT_REG32_00, "pins", SET_PINS);
 				allow_as(r, e, "allowed:name");
 			});
+		/* the gate let this SYN through and audits the flow itself */
+		if (f->nfproto == NFPROTO_IPV4 && e->gate_kernel)
+			RULE(n, f->chain, { match_ct_gate(r, NFT_CMP_EQ, KIWI_GATE_UNCHECKED);
+					    kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 		return;
 	}
 	if (f->n_allow)
@@ -522,6 +610,8 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 		noroute6_chain(n, e, &f6);
 	if (e->gate_tcp)
 		gate_chains(n, e);
+	if (e->gate_kernel)
+		gate_queue_chain(n, e);
 	return kiwi_nft_commit(n, e->nft, err);
 }
 
@@ -574,6 +664,11 @@ int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 		e->owned_only = true;
 		if (ensure_guard(e->nft, err) < 0)
 			return -1;
+		r = build(e, flags, err);
+	}
+	if (r < 0 && err->errnum == ENOENT && e->gate_kernel && !e->queue_compat) {
+		/* no nft queue expression in this kernel: xtables' target */
+		e->queue_compat = true;
 		r = build(e, flags, err);
 	}
 	if (r < 0 && err->errnum == EEXIST) {

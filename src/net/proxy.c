@@ -142,15 +142,15 @@ static void on_accept(struct kiwi_proxy *p)
 
 /* The name is known: is it on the list for this port, and was this
  * address given for it? */
-static const char *decide(struct kiwi_proxy *p, struct conn *c, enum kiwi_sni r, const char *name)
+const char *proxy_decide(struct kiwi_proxy *p, uint16_t port, uint32_t dst, int r, const char *name)
 {
 	if (r == KIWI_SNI_ECH)
 		return "ech";
 	if (r != KIWI_SNI_NAME)
 		return "no_name";
-	if (!p->cfg.ops.name_allowed(p->cfg.ops.arg, name, c->port))
+	if (!p->cfg.ops.name_allowed(p->cfg.ops.arg, name, port))
 		return "not_allowed";
-	if (!proxy_was_given(p, name, c->dst))
+	if (!proxy_was_given(p, name, dst))
 		return "not_resolved";
 	return "allowed:name";
 }
@@ -189,7 +189,7 @@ static void on_hello(struct kiwi_proxy *p, struct conn *c)
 	enum kiwi_sni r = kiwi_sni_read(c->head, c->head_len, name);
 	if (r == KIWI_SNI_MORE)
 		return;
-	const char *rule = decide(p, c, r, name);
+	const char *rule = proxy_decide(p, c->port, c->dst, (int)r, name);
 	proxy_audit(p, "tcp", c->dst, c->port, r == KIWI_SNI_NAME ? name : NULL, rule);
 	if (strcmp(rule, "allowed:name")) {
 		conn_free(p, c, true);
@@ -348,6 +348,7 @@ static void on_conn(struct kiwi_proxy *p, struct tag *t)
 static void expire(struct kiwi_proxy *p, int64_t now)
 {
 	proxy_dns_expire(p, now);
+	proxy_tls_expire(p, now);
 	for (size_t i = p->n_conns; i-- > 0;) {
 		struct conn *c = p->conns[i];
 		if (c->state == HELLO && c->deadline <= now) {
@@ -377,6 +378,8 @@ static void *loop(void *arg)
 				proxy_on_upstream(p);
 			else if (t->kind == TAG_LISTEN)
 				on_accept(p);
+			else if (t->kind == TAG_QUEUE)
+				proxy_on_queue(p);
 			else
 				on_conn(p, t);
 		}
@@ -434,7 +437,7 @@ int kiwi_proxy_open(const struct kiwi_proxy_config *c, struct kiwi_proxy **out, 
 	}
 	if ((p->dns = bound(SOCK_DGRAM, c->gateway, &p->dns_port, err)) < 0 ||
 	    (p->listen = bound(SOCK_STREAM, c->gateway, &p->tcp_port, err)) < 0 ||
-	    (p->upstream = connected_upstream(c->upstream, err)) < 0) {
+	    (p->upstream = connected_upstream(c->upstream, err)) < 0 || (c->kernel_tls && proxy_tls_open(p, err) < 0)) {
 		kiwi_proxy_close(p);
 		return -1;
 	}
@@ -456,6 +459,11 @@ uint16_t kiwi_proxy_dns_port(const struct kiwi_proxy *p)
 uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p)
 {
 	return p->tcp_port;
+}
+
+int kiwi_proxy_queue(const struct kiwi_proxy *p)
+{
+	return p->queue ? p->queue_num : -1;
 }
 
 int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err)
@@ -485,6 +493,7 @@ void kiwi_proxy_close(struct kiwi_proxy *p)
 	while (p->n_conns)
 		conn_free(p, p->conns[0], false);
 	bury(p);
+	proxy_tls_close(p);
 	int fds[] = { p->epfd, p->stopfd, p->dns, p->upstream, p->listen };
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)

@@ -17,7 +17,7 @@
 #define PROXY_MAX_CONNS 256
 
 /* What the epoll data points at. */
-enum tag_kind { TAG_STOP, TAG_DNS, TAG_UPSTREAM, TAG_LISTEN, TAG_CLIENT, TAG_SERVER };
+enum tag_kind { TAG_STOP, TAG_DNS, TAG_UPSTREAM, TAG_LISTEN, TAG_CLIENT, TAG_SERVER, TAG_QUEUE };
 struct tag {
 	enum tag_kind kind;
 	struct conn *conn;
@@ -37,11 +37,20 @@ struct pending {
 	uint16_t peer_port;
 };
 
+#define PROXY_MAX_FLOWS 64
+
+struct mnl_socket;
+struct tls_flow;
+
 struct kiwi_proxy {
 	struct kiwi_proxy_config cfg;
 	int epfd, stopfd, dns, upstream, listen;
 	uint16_t dns_port, tcp_port;
-	struct tag tags[4];  /* stop, dns, upstream, listen */
+	struct tag tags[5];  /* stop, dns, upstream, listen, queue */
+	/* the kernel path (proxy_tls.c): NULL, none */
+	struct mnl_socket *queue;
+	uint16_t queue_num;
+	struct tls_flow *flows[PROXY_MAX_FLOWS];
 	pthread_t thread;
 	bool running;
 	struct given given[PROXY_MAX_GIVEN];
@@ -55,11 +64,21 @@ struct kiwi_proxy {
 int64_t proxy_now(void);
 void proxy_audit(struct kiwi_proxy *p, const char *proto, uint32_t dst, uint16_t port, const char *name,
 		 const char *rule);
+/* Why a connection naming name (r: what its first bytes said) to
+ * dst:port is refused, or "allowed:name". */
+const char *proxy_decide(struct kiwi_proxy *p, uint16_t port, uint32_t dst, int r, const char *name);
+/* proxy_tls.c: the kernel path */
+int proxy_tls_open(struct kiwi_proxy *p, kiwi_err *err);
+void proxy_on_queue(struct kiwi_proxy *p);
+void proxy_tls_expire(struct kiwi_proxy *p, int64_t now);
+void proxy_tls_close(struct kiwi_proxy *p);
 /* resolver.c */
 void proxy_on_dns(struct kiwi_proxy *p);
 void proxy_on_upstream(struct kiwi_proxy *p);
 void proxy_dns_expire(struct kiwi_proxy *p, int64_t now);
 /* True when the resolver gave addr for name and that is not over. */
 bool proxy_was_given(const struct kiwi_proxy *p, const char *name, uint32_t addr);
+/* The same for any name. */
+bool proxy_addr_given(const struct kiwi_proxy *p, uint32_t addr);
 
 #endif

@@ -27,6 +27,15 @@ bool proxy_was_given(const struct kiwi_proxy *p, const char *name, uint32_t addr
 	return false;
 }
 
+bool proxy_addr_given(const struct kiwi_proxy *p, uint32_t addr)
+{
+	int64_t now = proxy_now();
+	for (size_t i = 0; i < p->n_given; i++)
+		if (p->given[i].addr == addr && p->given[i].expires > now)
+			return true;
+	return false;
+}
+
 static void forget_expired(struct kiwi_proxy *p, int64_t now)
 {
 	size_t out = 0;

@@ -3,10 +3,14 @@
  * the rest of the sandbox: the child gets a new network and mount
  * namespace (no user namespace, no rootfs), so the tests exercise the
  * host-side filter even against a child that is root in its netns.
- *   egresstool run [--report FILE] [--KEY VALUE]... -- CMD [ARG...]
+ *   egresstool run [--report FILE] [--drop-queue-when FILE] [--KEY VALUE]... -- CMD [ARG...]
  *   egresstool bench N [--KEY VALUE]...
  *   egresstool gc
  * KEY is any egress setting (egress, allow-cidr, dns, egress-audit...).
+ * --drop-queue-when FILE: once FILE exists, the name gate's queue socket
+ * is closed under it, as when its verdict loop dies (tests of failing
+ * closed): the socket bound in /proc/net/netfilter/nfnetlink_queue is
+ * replaced by /dev/null, so the gate's thread never sees it again.
  * Exit: the command's status, or 125 with one line on stderr. */
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,6 +50,8 @@ static _Noreturn void die(const kiwi_err *err)
 }
 
 /* --KEY VALUE pairs up to "--" or the end; returns the index after them. */
+static const char *drop_queue_when;
+
 static int parse(int argc, char **argv, int i, struct kiwi_egress_config *c, const char **report)
 {
 	kiwi_err err = { 0 };
@@ -55,6 +62,8 @@ static int parse(int argc, char **argv, int i, struct kiwi_egress_config *c, con
 		}
 		if (!strcmp(argv[i], "--report"))
 			*report = argv[i + 1];
+		else if (!strcmp(argv[i], "--drop-queue-when"))
+			drop_queue_when = argv[i + 1];
 		else if (kiwi_egress_config_add(c, argv[i] + 2, argv[i + 1], &err) < 0)
 			die(&err);
 	}
@@ -113,13 +122,40 @@ static pid_t spawn(const struct kiwi_egress_child *cc, char **cmd, int *pidfd, i
 	return pid;
 }
 
+/* Our netlink socket bound to a queue, replaced by /dev/null. */
+static void drop_queue(void)
+{
+	FILE *f = fopen("/proc/self/net/netfilter/nfnetlink_queue", "r");
+	unsigned num, portid;
+	int dropped = 0;
+	while (f && fscanf(f, "%u %u%*[^\n]", &num, &portid) == 2)
+		for (int fd = 3; fd < 1024; fd++) {
+			struct sockaddr_nl nl = { 0 };
+			socklen_t l = sizeof(nl);
+			if (getsockname(fd, (struct sockaddr *)&nl, &l) == 0 && nl.nl_family == AF_NETLINK &&
+			    nl.nl_pid == portid) {
+				int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				dropped += null >= 0 && dup2(null, fd) == fd;
+				close(null);
+			}
+		}
+	if (f)
+		fclose(f);
+	if (!dropped)
+		fprintf(stderr, "egresstool: no queue socket to drop\n");
+}
+
 static int wait_child(int pidfd, struct kiwi_egress *e)
 {
 	kiwi_err err = { 0 };
 	struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = kiwi_egress_audit_fd(e), .events = POLLIN } };
 	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		if (poll(p, 2, drop_queue_when ? 20 : -1) < 0 && errno != EINTR)
 			exit(125);
+		if (drop_queue_when && access(drop_queue_when, F_OK) == 0) {
+			drop_queue();
+			drop_queue_when = NULL;
+		}
 		if (p[1].revents && kiwi_egress_audit_read(e, &err) < 0)
 			die(&err);
 		if (p[0].revents) {

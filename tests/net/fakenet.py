@@ -33,6 +33,7 @@ SERVERS = {
     "doc2": "198.51.100.10",
     "doc3": "203.0.113.10",
     "doc3b": "203.0.113.11",
+    "bulk": "203.0.113.12",     # servers.py: its TCP 443 is the bulk download
     "metadata": "169.254.169.254",
     "private": "10.99.0.10",
     "cgnat": "100.64.0.10",

@@ -13,6 +13,11 @@
  *                                         as the four characters backslash r backslash n
  *   netprobe tls ADDR PORT SNI            tcp, sending a ClientHello ("-": no SNI)
  *   netprobe ech ADDR PORT SNI            the same with an encrypted_client_hello
+ *   netprobe tlsx ADDR PORT SNI SPLIT SRCPORT
+ *                                         tls from source port SRCPORT (0: any), the
+ *                                         ClientHello in two writes with TCP_NODELAY,
+ *                                         the first SPLIT bytes, then after 100 ms the
+ *                                         rest (SPLIT 0: one write)
  *   netprobe setups ADDR PORT SNI N       N connections one after the other, each
  *                                         timed from connect to the first reply byte:
  *                                         {"n", "p50_ms", "p95_ms", "min_ms"}
@@ -43,7 +48,10 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,6 +234,36 @@ static int tls(const char *addr, const char *port, const char *sni, int ech)
 	unsigned char m[1024];
 	size_t len = client_hello(m, sni, ech);
 	return exchange_msg(SOCK_STREAM, addr, port, 3000, m, len);
+}
+
+static int tlsx(const char *addr, const char *port, const char *sni, size_t split, int srcport)
+{
+	unsigned char m[1024], buf[512];
+	size_t len = client_hello(m, sni, 0);
+	struct sockaddr_in sa, from = { .sin_family = AF_INET, .sin_port = htons((uint16_t)srcport) };
+	double t0 = now_ms();
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || parse_addr(addr, port, &sa) < 0)
+		return report(EINVAL, t0, NULL, 0);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if ((srcport && bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return report(errno == EINPROGRESS ? ETIMEDOUT : errno, t0, NULL, 0);
+	split = split < len ? split : 0;
+	if (split && send(fd, m, split, MSG_NOSIGNAL) != (ssize_t)split)
+		return report(errno, t0, NULL, 0);
+	if (split)
+		usleep(100 * 1000);
+	if (send(fd, m + split, len - split, MSG_NOSIGNAL) != (ssize_t)(len - split))
+		return report(errno, t0, NULL, 0);
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return report(errno == EAGAIN ? ETIMEDOUT : errno, t0, NULL, 0);
+	return report(n ? 0 : ENODATA, t0, (char *)buf, (size_t)(n > 0 ? n : 0));
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -549,6 +587,8 @@ int main(int argc, char **argv)
 		return download(argv[2], argv[3], argv[4]);
 	if (argc == 5 && (!strcmp(argv[1], "tls") || !strcmp(argv[1], "ech")))
 		return tls(argv[2], argv[3], argv[4], argv[1][0] == 'e');
+	if (argc == 7 && !strcmp(argv[1], "tlsx"))
+		return tlsx(argv[2], argv[3], argv[4], (size_t)atoi(argv[5]), atoi(argv[6]));
 	if (argc == 9 && !strcmp(argv[1], "xfer"))
 		return xfer(argv);
 	if (argc == 3 && !strcmp(argv[1], "hosts"))

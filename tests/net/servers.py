@@ -4,8 +4,10 @@ namespace (or, with role "host", the services of the fake host that a
 sandbox must never reach).
 
 Every TCP and UDP port listens on IPv4 and IPv6.
-TCP: answers one read with "pong LOCAL:PORT PEER" (an HTTP response when
-the request starts with GET). UDP: the same, per datagram. DNS on udp/53
+TCP: answers one read with "pong LOCAL:PORT PEER PEERPORT" (an HTTP
+response when the request starts with GET); on BULK_ADDR it is the bulk
+download instead (after the first read, BULK_BYTES, then EOF), so that
+bench/names-cost.py can download over 443, the name gate's kernel path. UDP: the same, per datagram. DNS on udp/53
 answers A queries from NAMES; a name starting with "rebind" answers
 203.0.113.10 for SWITCH_S seconds after it was first asked, then
 169.254.169.254 (a rebinding attack); one starting with "rotate" answers
@@ -44,6 +46,7 @@ NAMES = {
     "mixpub.test": ["5.5.5.5", "10.99.0.10"],
     "loop.test": ["127.0.0.1"],
     "shared.test": ["203.0.113.10"],
+    "bulk.test": ["203.0.113.12"],
     "a.wild.test": ["203.0.113.11"],
     "b.a.wild.test": ["203.0.113.11"],
     "wild.test": ["203.0.113.11"],
@@ -53,13 +56,14 @@ _lock = threading.Lock()
 
 
 def pong(local, peer, data):
-    text = f"pong {local[0]}:{local[1]} {peer[0]}\n"
+    text = f"pong {local[0]}:{local[1]} {peer[0]} {peer[1]}\n"
     if data.startswith(b"GET"):
         text = f"HTTP/1.0 200 OK\r\nContent-Length: {len(text)}\r\n\r\n{text}"
     return text.encode()
 
 
 BULK_BYTES = 100 * 1024 * 1024
+BULK_ADDR = "203.0.113.12"
 
 
 def serve_bulk(sock):
@@ -144,6 +148,8 @@ def serve_tcp(sock):
 
 
 def tcp_one(conn, peer):
+    if conn.getsockname()[0] == BULK_ADDR:
+        return bulk_one(conn)
     with conn:
         conn.settimeout(5)
         try:

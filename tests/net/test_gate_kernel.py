@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The name gate's kernel path (root runs): TLS on 443 is not proxied;
+the table queues a flow's first packets to the gate, which checks the
+ClientHello's name and marks the flow, and the kernel forwards it like a
+direct one. netprobe tlsx binds a source port of its own: the server
+(servers.py) names the port it sees, the sandbox's (masqueraded, port
+kept) on the kernel path, a port of the gate's own through the proxy."""
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from test_names import NAMES, audit_lines, connected, reset
+
+
+def peer_port(res):
+    return int(res["reply"].split()[3])
+
+
+def tlsx(sni, src, split=0, port=443, addr="203.0.113.10"):
+    return ["tlsx", addr, port, sni, split, src]
+
+
+def test_tls_on_443_goes_through_the_kernel_not_the_proxy(egress, scratch):
+    audit = scratch / "audit.jsonl"
+    opts = [*NAMES, "--allow-host", "good.test:443,good.test:8080", "--egress-audit", audit]
+    res, rep = egress.probes(opts, [["resolve", "good.test"], tlsx("good.test", 40401),
+                                    tlsx("good.test", 40402, port=8080)])
+    connected(res[1], "TLS on 443")
+    assert peer_port(res[1]) == 40401, f"the server sees the sandbox's own port: {res[1]}"
+    connected(res[2], "TLS on another port, through the proxy")
+    assert peer_port(res[2]) != 40402, f"the proxy connects from a port of its own: {res[2]}"
+    allowed = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit)
+               if l["verdict"] == "allow" and l["proto"] == "tcp"]
+    assert allowed == [(443, "good.test", "allowed:name"), (8080, "good.test", "allowed:name")], allowed
+    assert rep["egress_blocked"] == []
+
+
+def test_the_kernel_path_refuses_another_name_no_name_and_plain_http(egress, scratch):
+    """shared.test is served from good.test's address: refused by its
+    ClientHello; a ClientHello without a name, and plain HTTP (even with
+    an allowed Host) on 443, are refused too; then the allowed name still
+    connects on the same address."""
+    audit = scratch / "audit.jsonl"
+    calls = [["resolve", "good.test"], tlsx("shared.test", 40411), tlsx("-", 40412),
+             ["http", "203.0.113.10", 443, "good.test"], tlsx("shared.test", 40413, split=60),
+             tlsx("good.test", 40414)]
+    res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    for r, c in zip(res[1:5], calls[1:5]):
+        reset(r, c)
+    connected(res[5], "the allowed name after")
+    assert peer_port(res[5]) == 40414, res[5]
+    refused = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
+    assert refused == [(443, "shared.test", "not_allowed"), (443, None, "no_name"), (443, None, "no_name"),
+                       (443, "shared.test", "not_allowed")], refused
+    got = {(b["dst"], b["port"], b.get("name")): b["count"] for b in rep["egress_blocked"]}
+    assert got == {("203.0.113.10", 443, "shared.test"): 2, ("203.0.113.10", 443, None): 2}, got
+
+
+def test_a_client_hello_in_two_segments_is_held_until_whole(egress, scratch):
+    """Two writes with TCP_NODELAY and 100 ms between them: two segments,
+    the first not enough to read a name. The gate holds it, and lets
+    both through in order once the second completes the ClientHello."""
+    audit = scratch / "audit.jsonl"
+    calls = [["resolve", "good.test"], tlsx("good.test", 40421, split=5), tlsx("good.test", 40422, split=300)]
+    res, _ = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
+    for r, src in zip(res[1:], (40421, 40422)):
+        connected(r, "a ClientHello split in two")
+        assert peer_port(r) == src, r
+    assert [l["rule"] for l in audit_lines(audit) if l["proto"] == "tcp"] == ["allowed:name"] * 2
+
+
+def queues(world):
+    r = subprocess.run(world.hx("cat", "/proc/net/netfilter/nfnetlink_queue"), capture_output=True, text=True,
+                       check=True)
+    return {int(l.split()[0]) for l in r.stdout.splitlines()}
+
+
+def test_two_sandboxes_at_once_each_have_their_own_queue(egress, world):
+    p = egress.tools["netprobe"]
+    script = "{p} resolve good.test >/dev/null; sleep 2; {p} tlsx 203.0.113.10 443 good.test 0 {src}; sleep 1"
+    opts = [*NAMES, "--allow-host", "good.test"]
+    before = queues(world)
+    seen = set()
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(egress.run, opts, ["/bin/sh", "-c", script.format(p=p, src=src)])
+                for src in (40431, 40432)]
+        for _ in range(100):
+            seen |= queues(world) - before
+            if len(seen) >= 2 or all(f.done() for f in runs):
+                break
+            time.sleep(0.05)
+        (ra, _), (rb, _) = (f.result() for f in runs)
+    assert len(seen) == 2, f"two queues bound at once: {seen}"
+    for r, src in ((ra, 40431), (rb, 40432)):
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+        connected(res, "each sandbox on its own queue")
+        assert peer_port(res) == src, res
+    assert not queues(world) - before, "each queue unbound when its run ended"
+
+
+def test_with_the_verdict_loop_gone_flows_fail_closed(egress, scratch):
+    """The gate's queue socket closed under it (as when the loop dies):
+    what the table queues is dropped (no bypass), so a new flow to the
+    allowed name is not let through, neither directly nor by the proxy."""
+    audit, flag = scratch / "audit.jsonl", scratch / "drop"
+    p = egress.tools["netprobe"]
+    script = (f"{p} resolve good.test; {p} tlsx 203.0.113.10 443 good.test 0 40441; touch {flag}; sleep 0.5; "
+              f"{p} tlsx 203.0.113.10 443 good.test 0 40442")
+    r, _ = egress.run(["--drop-queue-when", flag, *NAMES, "--allow-host", "good.test", "--egress-audit", audit],
+                      ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    connected(res[1], "before the loop is gone")
+    assert not res[2]["ok"] and res[2]["error"] == "ETIMEDOUT", f"after: nothing answers: {res[2]}"
+    tcp = [(l["verdict"], l.get("rule")) for l in audit_lines(audit) if l["proto"] == "tcp"]
+    assert tcp == [("allow", "allowed:name")], tcp
