@@ -149,6 +149,13 @@ static void on_packet(const struct kiwi_nfq_packet *pkt, void *arg)
 	}
 	struct tls_flow **slot = find(p, &t);
 	bool syn = (t.flags & (TH_SYN | TH_ACK)) == TH_SYN;
+	if (syn && t.payload_len) {
+		/* data in a SYN (TCP Fast Open) would reach the server
+		 * unchecked: a new flow goes to the proxy, which has no Fast
+		 * Open and takes its bytes only after the handshake */
+		verdict(p, pkt->id, slot ? NF_DROP : NF_ACCEPT);
+		return;
+	}
 	if (slot && syn && (*slot)->state != HELLO)
 		forget(slot);   /* the same ports again: a new connection */
 	if (!slot || !*slot) {

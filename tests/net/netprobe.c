@@ -13,6 +13,9 @@
  *                                         as the four characters backslash r backslash n
  *   netprobe tls ADDR PORT SNI            tcp, sending a ClientHello ("-": no SNI)
  *   netprobe ech ADDR PORT SNI            the same with an encrypted_client_hello
+ *   netprobe tfo ADDR PORT SNI            the ClientHello in the SYN (TCP Fast Open:
+ *                                         sendto MSG_FASTOPEN; the sandbox's
+ *                                         net.ipv4.tcp_fastopen must allow it)
  *   netprobe tlsx ADDR PORT SNI SPLIT SRCPORT
  *                                         tls from source port SRCPORT (0: any), the
  *                                         ClientHello in two writes with TCP_NODELAY,
@@ -264,6 +267,25 @@ static int tlsx(const char *addr, const char *port, const char *sni, size_t spli
 	if (n < 0)
 		return report(errno == EAGAIN ? ETIMEDOUT : errno, t0, NULL, 0);
 	return report(n ? 0 : ENODATA, t0, (char *)buf, (size_t)(n > 0 ? n : 0));
+}
+
+static int tfo(const char *addr, const char *port, const char *sni)
+{
+	unsigned char m[1024], buf[512];
+	size_t len = client_hello(m, sni, 0);
+	struct sockaddr_in sa;
+	double t0 = now_ms();
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || parse_addr(addr, port, &sa) < 0)
+		return report(EINVAL, t0, NULL, 0);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (sendto(fd, m, len, MSG_FASTOPEN | MSG_NOSIGNAL, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return report(errno, t0, NULL, 0);
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return report(errno == EAGAIN ? ETIMEDOUT : errno, t0, NULL, 0);
+	return report(n ? 0 : ENODATA, t0, (char *)buf, (size_t)n);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -587,6 +609,8 @@ int main(int argc, char **argv)
 		return download(argv[2], argv[3], argv[4]);
 	if (argc == 5 && (!strcmp(argv[1], "tls") || !strcmp(argv[1], "ech")))
 		return tls(argv[2], argv[3], argv[4], argv[1][0] == 'e');
+	if (argc == 5 && !strcmp(argv[1], "tfo"))
+		return tfo(argv[2], argv[3], argv[4]);
 	if (argc == 7 && !strcmp(argv[1], "tlsx"))
 		return tlsx(argv[2], argv[3], argv[4], (size_t)atoi(argv[5]), atoi(argv[6]));
 	if (argc == 9 && !strcmp(argv[1], "xfer"))

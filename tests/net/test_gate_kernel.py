@@ -8,6 +8,8 @@ kept) on the kernel path, a port of the gate's own through the proxy."""
 import json
 import subprocess
 import time
+
+import pytest
 from concurrent.futures import ThreadPoolExecutor
 
 from test_names import NAMES, audit_lines, connected, reset
@@ -116,3 +118,36 @@ def test_with_the_verdict_loop_gone_flows_fail_closed(egress, scratch):
     assert not res[2]["ok"] and res[2]["error"] == "ETIMEDOUT", f"after: nothing answers: {res[2]}"
     tcp = [(l["verdict"], l.get("rule")) for l in audit_lines(audit) if l["proto"] == "tcp"]
     assert tcp == [("allow", "allowed:name")], tcp
+
+
+@pytest.fixture
+def fast_open_server(world):
+    """The fake internet accepts data in a SYN (TCP Fast Open without a
+    cookie: servers.py's listeners ask for it) while the test runs."""
+    def sysctl(value=None):
+        argv = ["sysctl", "-n", "net.ipv4.tcp_fastopen"] if value is None else \
+            ["sysctl", "-q", "-w", f"net.ipv4.tcp_fastopen={value}"]
+        return subprocess.run(["ip", "netns", "exec", world.inet, *argv], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    old = sysctl()
+    sysctl(0x203)
+    yield
+    sysctl(old)
+
+
+def test_data_in_a_syn_never_reaches_the_server_unchecked(egress, scratch, fast_open_server):
+    """A ClientHello carried in the SYN itself (TCP Fast Open), which the
+    server here would take at once: the kernel path does not let such a
+    SYN through. It goes to the proxy, which has no Fast Open, reads the
+    name after the handshake and refuses another name as ever."""
+    audit = scratch / "audit.jsonl"
+    p = egress.tools["netprobe"]
+    script = (f"echo 5 > /proc/sys/net/ipv4/tcp_fastopen; {p} resolve good.test; "
+              f"{p} tfo 203.0.113.10 443 shared.test; {p} tfo 203.0.113.10 443 good.test")
+    r, _ = egress.run([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(l) for l in r.stdout.splitlines()]
+    reset(res[1], "another name in a SYN's data")
+    connected(res[2], "the allowed name in a SYN's data, through the proxy")
+    refused = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
+    assert refused == [(443, "shared.test", "not_allowed")], refused
