@@ -90,6 +90,10 @@ void kiwi_oci_drop_marker(int layout_fd, const char *scratch, const char *digest
  * under the layout's lock (flock on its directory, exclusive). */
 int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_descriptor *m,
 			  const char *os, const char *arch, const char *scratch, kiwi_err *err);
+/* A layout this writer made, after its write failed: removed whole, as if
+ * never made, unless another writer has tagged into it (index.json) or is
+ * writing it (its lock, kiwi_oci_lock_writer, is held). */
+void kiwi_oci_remove_created(const char *path);
 /* Makes the layout at path (and blobs/sha256, oci-layout) if missing;
  * *created says whether path itself was made. Returns its fd. */
 int kiwi_oci_prepare_layout(const char *path, bool *created, kiwi_err *err);

@@ -762,6 +762,21 @@ int kiwi_oci_update_index(int layout_fd, const char *tag, const struct kiwi_desc
 	return 0;
 }
 
+void kiwi_oci_remove_created(const char *path)
+{
+	_cleanup_close_ int layout = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (layout < 0)
+		return;
+	kiwi_err ignored = { 0 };
+	/* Held while the layout goes: a writer that opened it meanwhile
+	 * finds it removed (kiwi_oci_lock_writer), not half gone. */
+	_cleanup_close_ int lock = kiwi_oci_lock_dir(layout, "blobs", LOCK_EX | LOCK_NB, &ignored);
+	struct stat st;
+	if ((lock < 0 && ignored.errnum != ENOENT) || fstatat(layout, "index.json", &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return;
+	kiwi_remove_tree_at(AT_FDCWD, path, &ignored);
+}
+
 int kiwi_oci_prepare_layout(const char *path, bool *created, kiwi_err *err)
 {
 	*created = mkdir(path, 0755) == 0;
@@ -848,11 +863,8 @@ int kiwi_image_pack(const char *dir, const char *ref, const struct kiwi_pack_opt
 	int rc = layout_fd < 0 ? -1 : pack_into(dir_fd, layout_fd, r.tag ? r.tag : "latest", o, digest_out, err);
 	if (layout_fd >= 0)
 		close(layout_fd);
-	/* A layout this call created goes away whole on failure. */
-	if (rc < 0 && created) {
-		kiwi_err ignored;
-		kiwi_remove_tree_at(AT_FDCWD, r.path, &ignored);
-	}
+	if (rc < 0 && created)
+		kiwi_oci_remove_created(r.path);
 	kiwi_image_ref_clear(&r);
 	return rc;
 }

@@ -192,10 +192,8 @@ int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, str
 		rc = snapshot_into(layout_fd, r.tag ? r.tag : "latest", o, &base_l, o->base ? &img : NULL, out, err);
 	if (layout_fd >= 0)
 		close(layout_fd);
-	if (rc < 0 && created) {
-		kiwi_err ignored;
-		kiwi_remove_tree_at(AT_FDCWD, r.path, &ignored);
-	}
+	if (rc < 0 && created)
+		kiwi_oci_remove_created(r.path);
 	if (o->base && base_l.fd >= 0) {
 		kiwi_image_clear(&img);
 		kiwi_layout_close(&base_l);

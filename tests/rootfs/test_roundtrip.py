@@ -10,6 +10,7 @@ import subprocess
 import stat
 import struct
 import tarfile
+import time
 
 import pytest
 
@@ -466,3 +467,42 @@ def test_rootless_xattr_on_a_read_only_file(kiwi_rootfs, request):
     assert p.returncode == 0, p.stderr
     assert os.getxattr(out / "ro", "user.kiwi") == b"v"
     assert stat.S_IMODE(os.stat(out / "ro").st_mode) == 0o444
+
+
+def test_a_failed_pack_keeps_a_layout_another_pack_tagged(kiwi_rootfs, tmp_path):
+    """A pack that made the layout and then fails removes it only while no
+    other writer has tagged into it or is writing it: another pack's tag,
+    written meanwhile, stays. (Alone, a failed pack still leaves nothing:
+    test_pack_failure_leaves_nothing.)"""
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    # A slow start (random bytes compress slowly), then a path too long.
+    with open(failing / "a-big", "wb") as f:
+        f.write(os.urandom(64 << 20))
+    deep = failing / "z"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(30):
+            os.mkdir("d" * 200, dir_fd=fd)
+            nfd = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "f").write_text("f\n")
+    layout = tmp_path / "layout"
+    a = subprocess.Popen([kiwi_rootfs, "pack", "--compression", "gzip", str(failing), f"{layout}:a"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while a.poll() is None and not (layout / "blobs" / "sha256").exists():
+            time.sleep(0.002)
+        b = subprocess.run([kiwi_rootfs, "pack", str(other), f"{layout}:b"], capture_output=True, text=True)
+    finally:
+        out, err = a.communicate(timeout=120)
+    assert a.returncode == 125 and "too long" in err, err
+    assert b.returncode == 0, b.stderr
+    index = json.loads((layout / "index.json").read_text())
+    assert [m["digest"] for m in index["manifests"]] == [b.stdout.strip()]
