@@ -160,16 +160,18 @@ static int snapshot_into(int layout_fd, const char *tag, const struct kiwi_snaps
 		rc = kiwi_oci_write_layer(blobs_fd, o->trees, o->n_trees, &wo, &out->layer, out->diff_id, err);
 	if (rc == 0)
 		rc = write_image(layout_fd, blobs_fd, tag, o, img, &config, &manifest, out, err);
-	/* index.json names them now, or the write failed: the writer's
-	 * claims on its blobs go either way. */
+	/* index.json names them now: the writer's claims on its blobs go.
+	 * A failed write keeps them, and kiwi-run its record, so that gc
+	 * removes those blobs as a killed writer's. */
+	if (rc < 0)
+		return -1;
 	for (size_t i = 0; img && i < img->n_layers; i++)
 		kiwi_oci_drop_marker(layout_fd, o->scratch, img->layers[i].digest);
 	kiwi_oci_drop_marker(layout_fd, o->scratch, out->layer.digest);
 	kiwi_oci_drop_marker(layout_fd, o->scratch, config.digest);
 	kiwi_oci_drop_marker(layout_fd, o->scratch, manifest.digest);
-	if (rc == 0)
-		memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
-	return rc;
+	memcpy(out->manifest, manifest.digest, KIWI_DIGEST_MAX);
+	return 0;
 }
 
 int kiwi_image_snapshot(const char *ref, const struct kiwi_snapshot_opts *o, struct kiwi_snapshot_result *out,

@@ -110,7 +110,8 @@ void kiwi_session_snapshot_end(struct kiwi_session_snapshot *s);
  * begin records layout (absolute) and a fresh tag in the caller's registry,
  * locked (fd, which the writer inherits: the lock lives as long as it
  * does); the writer names its scratch .tmp-<tag>-... (kiwi-rootfs snapshot
- * --scratch); end removes the record. gc removes, for each record whose
+ * --scratch); end removes the record (failed, with scratch of the writer's
+ * left in the layout: unlocks it only, for gc). gc removes, for each record whose
  * writer is gone, the blobs it committed that nothing in the layout names
  * (*blobs), that scratch (*files; and a layout the writer made that holds
  * nothing else), then the record (*records); a layout another writer is
@@ -118,9 +119,10 @@ void kiwi_session_snapshot_end(struct kiwi_session_snapshot *s);
 struct kiwi_snapshot_scratch {
 	char tag[16];
 	int fd;
+	char layout[4096];        /* its absolute path */
 };
 int kiwi_session_scratch_begin(const char *layout, struct kiwi_snapshot_scratch *s, kiwi_err *err);
-void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s);
+void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s, bool failed);
 int kiwi_session_scratch_gc(unsigned *records, unsigned *files, unsigned *blobs, kiwi_err *err);
 
 /* What the supervisor checked once the session was gone, for `destroy`. */

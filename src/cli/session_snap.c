@@ -145,7 +145,7 @@ static int write_snapshot(const struct kiwi_registry_entry *e, const char *ref, 
 	char what[512];
 	snprintf(what, sizeof(what), "write the snapshot `%s`", ref);
 	int rc = kiwi_cli_rootfs_run(what, args, fds, s->src.n + 1, line, len, err);
-	kiwi_session_scratch_end(&scratch);
+	kiwi_session_scratch_end(&scratch, rc < 0);
 	return rc;
 }
 

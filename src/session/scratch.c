@@ -30,6 +30,8 @@ int kiwi_session_scratch_begin(const char *layout, struct kiwi_snapshot_scratch 
 	*s = (struct kiwi_snapshot_scratch){ .fd = -1 };
 	if (layout[0] != '/')
 		return kiwi_error(err, EINVAL, "snapshot", "`%s`: the layout's path must be absolute", layout);
+	if (snprintf(s->layout, sizeof(s->layout), "%s", layout) >= (int)sizeof(s->layout))
+		return kiwi_error(err, ENAMETOOLONG, "snapshot", "`%s` is too long", layout);
 	struct stat st;
 	_cleanup_jw_ kiwi_json_writer *w = kiwi_jw_new(false);
 	if (!w || kiwi_registry_new_id(s->tag, err) < 0)
@@ -51,13 +53,6 @@ int kiwi_session_scratch_begin(const char *layout, struct kiwi_snapshot_scratch 
 	return s->fd < 0 ? -1 : 0;
 }
 
-void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s)
-{
-	if (s->fd >= 0)
-		kiwi_registry_record_remove(s->tag, SCRATCH_SUFFIX, s->fd);
-	s->fd = -1;
-}
-
 /* A fresh listing of the directory fd is open on (never by a path). */
 static DIR *listing(int fd)
 {
@@ -68,18 +63,56 @@ static DIR *listing(int fd)
 	return dir;
 }
 
-/* Unlinks the regular files of the directory fd named prefix... */
-static void remove_prefixed(int fd, const char *prefix, unsigned *n)
+/* The regular files of the directory fd named prefix...: how many, each
+ * unlinked when remove says so. */
+static unsigned prefixed(int fd, const char *prefix, bool remove)
 {
 	DIR *dir = listing(fd);
 	struct stat st;
+	unsigned n = 0;
 	for (struct dirent *de; dir && (de = readdir(dir));)
 		if (!strncmp(de->d_name, prefix, strlen(prefix)) &&
 		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-		    unlinkat(fd, de->d_name, 0) == 0)
-			(*n)++;
+		    (!remove || unlinkat(fd, de->d_name, 0) == 0))
+			n++;
 	if (dir)
 		closedir(dir);
+	return n;
+}
+
+/* The scratch of tag id in the layout: its top directory and each
+ * blobs/<alg>/ (prefixed). */
+static unsigned layout_scratch(int layout, const char *id, bool remove)
+{
+	char prefix[KIWI_REGISTRY_ID_LEN + 8];
+	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
+	unsigned n = prefixed(layout, prefix, remove);
+	_cleanup_close_ int blobs = openat(layout, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *algs = blobs < 0 ? NULL : listing(blobs);
+	for (struct dirent *de; algs && (de = readdir(algs));) {
+		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
+			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (alg >= 0)
+			n += prefixed(alg, prefix, remove);
+	}
+	if (algs)
+		closedir(algs);
+	return n;
+}
+
+void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s, bool failed)
+{
+	/* A failed writer keeps its claims on the blobs it made that nothing
+	 * names (kiwi-rootfs(1), snapshot): its record, unlocked, is then
+	 * gc's to act on, as a killed writer's is. Otherwise (a success, or a
+	 * failure that left nothing) the record goes. */
+	_cleanup_close_ int layout = !failed || s->fd < 0 ? -1 :
+		open(s->layout, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (layout >= 0 && layout_scratch(layout, s->tag, false) > 0)
+		close(s->fd);
+	else if (s->fd >= 0)
+		kiwi_registry_record_remove(s->tag, SCRATCH_SUFFIX, s->fd);
+	s->fd = -1;
 }
 
 /* How many entries dir holds besides . and ..; -1: cannot tell. */
@@ -250,8 +283,6 @@ struct sweep {
  * blobs/<alg>/: first the blobs it committed that nothing names. */
 static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw)
 {
-	char prefix[KIWI_REGISTRY_ID_LEN + 8];
-	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
 	struct refs r = { 0 };
 	bool walked = false;
 	int rc = 0;
@@ -261,14 +292,6 @@ static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw
 			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (alg >= 0)
 			rc = remove_unnamed(layout, alg, de->d_name, id, &r, &walked, &sw->blobs);
-	}
-	if (algs)
-		rewinddir(algs);
-	for (struct dirent *de; rc == 0 && algs && (de = readdir(algs));) {
-		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
-			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (alg >= 0)
-			remove_prefixed(alg, prefix, &sw->files);
 	}
 	if (algs)
 		closedir(algs);
@@ -301,9 +324,7 @@ static int collect(void *ctx, const char *id, const char *text, size_t len)
 		return -1;
 	if (blobs >= 0 && collect_blobs(layout, blobs, id, sw) < 0)
 		return -1;
-	char prefix[KIWI_REGISTRY_ID_LEN + 8];
-	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
-	remove_prefixed(layout, prefix, &sw->files);
+	sw->files += layout_scratch(layout, id, true);
 	if (created)
 		remove_if_bare(layout, blobs, path);
 	return 0;

@@ -602,3 +602,29 @@ def test_a_snapshot_killed_before_its_index_leaves_blobs_gc_removes(session, kiw
     tags = {m["annotations"]["org.opencontainers.image.ref.name"]
             for m in json.loads((layout / "index.json").read_text())["manifests"]}
     assert tags == {"first", "fourth"} and not markers(layout)
+
+
+def test_a_snapshot_that_fails_after_its_blobs_leaves_them_to_gc(session, kiwi):
+    """A snapshot whose index.json cannot be written, its blobs already in
+    the layout, fails with one line and exit 125, and leaves its record
+    for `kiwi-run gc`, which removes those blobs (nothing names them):
+    the layout is as before it."""
+    s = session("--rw-root")
+    layout = layout_dir(kiwi) / "snaps"
+    snapshot(s, f"{layout}:first")
+    assert s.sh("echo more > /root/more").returncode == 0
+    before = layout_state(layout)
+    p, writer = snapshot_stopped(s, kiwi, f"{layout}:second", layout)
+    # Where the writer's next index.json goes, a directory: its write fails.
+    args = Path(f"/proc/{writer}/cmdline").read_bytes().split(b"\0")
+    tag = args[args.index(b"--scratch") + 1].decode()
+    blocker = layout / f".tmp-{tag}-index.json"
+    blocker.mkdir()
+    os.kill(writer, signal.SIGCONT)
+    out, err = p.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    assert p.returncode == 125 and out == "" and len(lines) == 1 and "index.json" in lines[0], (out, err)
+    assert blob_files(layout) != {e[0].split("/")[-1] for e in before if e[0].startswith("blobs/sha256/")}
+    blocker.rmdir()
+    gc(s)
+    assert layout_state(layout) == before
