@@ -254,6 +254,9 @@ static int pack_dir(struct packer *p, int dfd, size_t len)
 			close(fd);
 		return kiwi_error(p->err, errno, "pack", "cannot read `%s`", len ? p->path : ".");
 	}
+	/* A dup shares its file's offset: a directory fd read before (a
+	 * --tree fd passed twice) would list nothing from where it stopped. */
+	rewinddir(d);
 	char **names = NULL;
 	size_t n = 0, cap = 0;
 	int rc = 0;

@@ -506,3 +506,20 @@ def test_a_failed_pack_keeps_a_layout_another_pack_tagged(kiwi_rootfs, tmp_path)
     assert b.returncode == 0, b.stderr
     index = json.loads((layout / "index.json").read_text())
     assert [m["digest"] for m in index["manifests"]] == [b.stdout.strip()]
+
+
+def test_snapshot_reads_a_tree_fd_from_its_start(run, tmp_path):
+    """A --tree fd already read to its end (the same open directory passed
+    to a second snapshot) is read from its start: the same layer, not an
+    empty one."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_text("f\n")
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        layers = [json.loads(run("snapshot", "--json", "--tree", f"{fd}:", f"{tmp_path / name}:x",
+                                 pass_fds=(fd,), check=0).stdout.splitlines()[-1])["digest"]
+                  for name in ("a", "b")]
+    finally:
+        os.close(fd)
+    assert layers[0] == layers[1]
