@@ -9,6 +9,7 @@
 #include "kiwi/cleanup.h"
 #include "kiwi/fileio.h"
 #include "kiwi/json.h"
+#include "kiwi/layout_refs.h"
 #include "kiwi/openat2.h"
 #include "kiwi/registry.h"
 
@@ -144,110 +145,27 @@ static void remove_if_bare(int layout, int blobs, const char *path)
 
 /* ---- blobs a dead writer committed that nothing names ---- */
 
-/* The digests a layout's index.json names, through its indexes and
- * manifests (OCI's and Docker's), at any depth. */
-struct refs {
-	char **v;
-	size_t n, cap;
-	unsigned reads;
-};
-
-static void refs_clear(struct refs *r)
+/* The layout's files for kiwi_layout_refs_read: beneath it only, no
+ * symlink, regular files, bounded in size. */
+static int read_beneath(void *ctx, const char *path, char **text, size_t *len)
 {
-	for (size_t i = 0; i < r->n; i++)
-		free(r->v[i]);
-	free(r->v);
-	*r = (struct refs){ 0 };
-}
-
-static bool refs_has(const struct refs *r, const char *digest)
-{
-	for (size_t i = 0; i < r->n; i++)
-		if (!strcmp(r->v[i], digest))
-			return true;
-	return false;
-}
-
-static int refs_add(struct refs *r, const char *digest)
-{
-	if (refs_has(r, digest))
-		return 0;
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		char **v = realloc(r->v, cap * sizeof(*v));
-		if (!v)
-			return -1;
-		r->v = v;
-		r->cap = cap;
-	}
-	if (!(r->v[r->n] = strdup(digest)))
-		return -1;
-	r->n++;
-	return 0;
-}
-
-/* alg:encoded as OCI writes them, so that blobs/<alg>/<encoded> is a
- * path below blobs/ and nothing else. */
-static bool digest_form(const char *d)
-{
-	const char *colon = strchr(d, ':');
-	size_t alg = colon ? (size_t)(colon - d) : 0;
-	return alg && alg < 32 && strspn(d, "abcdefghijklmnopqrstuvwxyz0123456789+._-") == alg && d[0] != '.' &&
-	       colon[1] && strlen(colon + 1) < 256 &&
-	       strspn(colon + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=_-") ==
-		       strlen(colon + 1);
-}
-
-static int walk_file(int layout, const char *path, int depth, struct refs *r);
-
-/* Every descriptor in j (an object with a "digest"), at any depth, is a
- * reference; an index's or a manifest's blob is read in turn. -1: one
- * could not be, so what the layout names is not known. */
-static int walk_json(int layout, const kiwi_json *j, int depth, struct refs *r)
-{
-	const char *d = kiwi_json_string(kiwi_json_get(j, "digest"));
-	const char *mt = kiwi_json_string(kiwi_json_get(j, "mediaType"));
-	if (d && refs_add(r, d) < 0)
-		return -1;
-	if (d && mt && (strstr(mt, "manifest") || strstr(mt, "index"))) {
-		char path[320];
-		if (!digest_form(d))
-			return -1;
-		snprintf(path, sizeof(path), "blobs/%.*s/%s", (int)(strchr(d, ':') - d), d, strchr(d, ':') + 1);
-		if (walk_file(layout, path, depth + 1, r) < 0)
-			return -1;
-	}
-	for (size_t i = 0; i < kiwi_json_len(j); i++)
-		if (walk_json(layout, kiwi_json_at(j, i), depth, r) < 0)
-			return -1;
-	return 0;
-}
-
-/* index.json (missing: it names nothing) or a blob, read beneath the
- * layout only, bounded in size, depth and count. */
-static int walk_file(int layout, const char *path, int depth, struct refs *r)
-{
-	if (depth > 8 || ++r->reads > 4096)
-		return -1;
+	const int *layout = ctx;
 	struct open_how how = { .flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-	_cleanup_close_ int fd = kiwi_openat2(layout, path, &how);
-	if (fd < 0)
-		return depth == 0 && errno == ENOENT ? 0 : -1;
-	_cleanup_free_ char *text = NULL;
-	size_t len;
+	_cleanup_close_ int fd = kiwi_openat2(*layout, path, &how);
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || kiwi_read_bounded(fd, 4U << 20, path, &text, &len, NULL) < 0)
+	if (fd < 0)
+		return errno == ENOENT ? 1 : -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || kiwi_read_bounded(fd, 4U << 20, path, text, len, NULL) < 0)
 		return -1;
-	_cleanup_json_ kiwi_json *j = kiwi_json_parse(text, len, NULL);
-	return j ? walk_json(layout, j, depth, r) : -1;
+	return 0;
 }
 
 /* In blobs/<alg> (fd alg): each blob the dead writer's marker
  * (.tmp-<id>-blob-<encoded>) still is, which nothing names, is removed.
  * -1: what the layout names could not be read (nothing is removed). */
-static int remove_unnamed(int layout, int alg, const char *alg_name, const char *id, struct refs *r, bool *walked,
-			  unsigned *n)
+static int remove_unnamed(int layout, int alg, const char *alg_name, const char *id, struct kiwi_layout_refs *r,
+			  bool *walked, unsigned *n)
 {
 	char prefix[KIWI_REGISTRY_ID_LEN + 16];
 	snprintf(prefix, sizeof(prefix), ".tmp-%s-blob-", id);
@@ -260,14 +178,14 @@ static int remove_unnamed(int layout, int alg, const char *alg_name, const char 
 		struct stat marker, blob;
 		char digest[320];
 		snprintf(digest, sizeof(digest), "%s:%s", alg_name, enc);
-		if (!digest_form(digest) ||
+		if (!kiwi_layout_digest_form(digest) ||
 		    fstatat(alg, de->d_name, &marker, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    fstatat(alg, enc, &blob, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(blob.st_mode) ||
 		    blob.st_ino != marker.st_ino || blob.st_dev != marker.st_dev)
 			continue;   /* not the writer's blob (any more): another writer's rename replaced it */
-		if (!*walked && (rc = walk_file(layout, "index.json", 0, r)) == 0)
+		if (!*walked && (rc = kiwi_layout_refs_read(read_beneath, &layout, r)) == 0)
 			*walked = true;
-		if (rc == 0 && !refs_has(r, digest) && unlinkat(alg, enc, 0) == 0)
+		if (rc == 0 && !kiwi_layout_refs_has(r, digest) && unlinkat(alg, enc, 0) == 0)
 			(*n)++;
 	}
 	if (dir)
@@ -283,7 +201,7 @@ struct sweep {
  * blobs/<alg>/: first the blobs it committed that nothing names. */
 static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw)
 {
-	struct refs r = { 0 };
+	struct kiwi_layout_refs r = { 0 };
 	bool walked = false;
 	int rc = 0;
 	DIR *algs = listing(blobs);
@@ -295,7 +213,7 @@ static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw
 	}
 	if (algs)
 		closedir(algs);
-	refs_clear(&r);
+	kiwi_layout_refs_clear(&r);
 	return rc;
 }
 
