@@ -37,7 +37,7 @@ struct pending {
 	uint16_t peer_port;
 };
 
-#define PROXY_MAX_FLOWS 64
+#define PROXY_MAX_FLOWS 256
 
 struct mnl_socket;
 struct tls_flow;

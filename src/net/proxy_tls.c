@@ -24,6 +24,9 @@
 #include <sys/socket.h>
 
 #define HELLO_TIMEOUT_S 10
+/* A decided flow is kept this long for the packets queued before its
+ * mark was set (they come within moments), then its slot is free. */
+#define DECIDED_KEEP_S 2
 /* Segments held per flow until its ClientHello is whole: a 16 KiB
  * record is a dozen at a 1500-byte MTU. */
 #define MAX_HELD 32
@@ -75,12 +78,27 @@ static void forget(struct tls_flow **slot)
 /* A SYN of no flow we know: the kernel path when the resolver gave the
  * sandbox this address; otherwise (or no room) on to the proxy, which
  * checks and audits it as it always did. */
+/* A free slot, else the one of a decided flow decided longest ago (its
+ * stragglers are long through), else NULL: every flow is still saying
+ * its name. */
+static struct tls_flow **free_slot(struct kiwi_proxy *p)
+{
+	struct tls_flow **oldest = NULL;
+	for (size_t i = 0; i < PROXY_MAX_FLOWS; i++) {
+		struct tls_flow *f = p->flows[i];
+		if (!f)
+			return &p->flows[i];
+		if (f->state != HELLO && (!oldest || f->deadline < (*oldest)->deadline))
+			oldest = &p->flows[i];
+	}
+	if (oldest)
+		forget(oldest);
+	return oldest;
+}
+
 static void on_syn(struct kiwi_proxy *p, const struct kiwi_nfq_packet *pkt, const struct kiwi_tcp4 *t)
 {
-	struct tls_flow **slot = NULL;
-	for (size_t i = 0; i < PROXY_MAX_FLOWS && !slot; i++)
-		if (!p->flows[i])
-			slot = &p->flows[i];
+	struct tls_flow **slot = free_slot(p);
 	struct tls_flow *f = NULL;
 	if (!slot || !proxy_addr_given(p, t->daddr) || !(f = calloc(1, sizeof(*f))) ||
 	    !(f->head.buf = malloc(KIWI_SNI_PEEK_MAX))) {
@@ -113,7 +131,7 @@ static void decide(struct kiwi_proxy *p, struct tls_flow *f, const char *rule, c
 	}
 	f->n_held = 0;
 	f->state = ok ? ALLOWED : REFUSED;
-	f->deadline = proxy_now() + HELLO_TIMEOUT_S;
+	f->deadline = proxy_now() + DECIDED_KEEP_S;
 	free(f->head.buf);
 	f->head.buf = NULL;
 }
@@ -190,8 +208,10 @@ static void on_packet(const struct kiwi_nfq_packet *pkt, void *arg)
 	} else if ((t.flags & (TH_FIN | TH_RST)) && f->n_held) {
 		verdict(p, pkt->id, NF_DROP);   /* not before the bytes held: sent again later */
 	} else {
-		if (t.flags & (TH_FIN | TH_RST))
+		if (t.flags & (TH_FIN | TH_RST)) {
 			f->state = ENDED;
+			f->deadline = proxy_now() + DECIDED_KEEP_S;
+		}
 		verdict(p, pkt->id, NF_ACCEPT);   /* the handshake's ACK, a SYN sent again */
 	}
 }

@@ -72,6 +72,18 @@ def test_a_client_hello_in_two_segments_is_held_until_whole(egress, scratch):
     assert [l["rule"] for l in audit_lines(audit) if l["proto"] == "tcp"] == ["allowed:name"] * 2
 
 
+def test_many_connections_in_a_row_stay_on_the_kernel_path(egress):
+    """300 connections one after the other (more than the gate holds
+    flows at once): a decided flow's slot is taken back, so the next
+    connection still goes direct, not to the proxy."""
+    res, _ = egress.probes([*NAMES, "--allow-host", "good.test"],
+                           [["resolve", "good.test"], ["setups", "203.0.113.10", 443, "good.test", 300],
+                            tlsx("good.test", 40451)], timeout=60)
+    assert res[1].get("n") == 300, res[1]
+    connected(res[2], "after 300 connections")
+    assert peer_port(res[2]) == 40451, f"still the kernel path: {res[2]}"
+
+
 def queues(world):
     r = subprocess.run(world.hx("cat", "/proc/net/netfilter/nfnetlink_queue"), capture_output=True, text=True,
                        check=True)
