@@ -74,7 +74,7 @@
  * for TLS there (proxy_tls.c; G is a flow's gate state in ct mark bits
  * KIWI_GATE_MARK_MASK: unchecked U, allowed A, refused R):
  *   chain gateq { type filter hook prerouting priority -150;
- *     iif != V accept;  meta nfproto != ipv4 accept
+ *     iif != V accept;  ct mark & M == A accept;  meta nfproto != ipv4 accept
  *     meta mark & M == A  ct mark set ct mark & ~M | A  meta mark set mark & ~M  accept
  *     (the same for R and for U: the gate's verdicts, NF_REPEAT with a mark)
  *     ct mark & M == U queue num Q             # no bypass: nobody bound, dropped
@@ -221,6 +221,9 @@ static void gate_queue_chain(struct kiwi_nft *n, const struct kiwi_egress *e)
 	uint16_t q = e->gate_queue;
 	kiwi_nft_add_chain(n, "gateq", "filter", NF_INET_PRE_ROUTING, GATE_QUEUE_PRIO);
 	RULE(n, "gateq", { match_if(r, NFT_META_IIF, NFT_CMP_NEQ, e->host_ifindex); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
+	/* the rest of an allowed flow: one rule, as little as direct costs
+	 * (a verdict's marked packet is of a flow not yet allowed) */
+	RULE(n, "gateq", { match_ct_gate(r, NFT_CMP_EQ, KIWI_GATE_ALLOWED); kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	RULE(n, "gateq", { kiwi_nft_meta(r, NFT_META_NFPROTO); kiwi_nft_cmp_u8(r, NFT_CMP_NEQ, NFPROTO_IPV4);
 			   kiwi_nft_verdict(r, NF_ACCEPT, NULL); });
 	gate_mark_rule(n, KIWI_GATE_ALLOWED);
