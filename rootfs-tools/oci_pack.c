@@ -101,6 +101,17 @@ static int copy_data(struct packer *p, int fd)
 	}
 }
 
+/* Names are bytes on Linux: one that is not UTF-8 is stored as it is,
+ * with hdrcharset=BINARY in that entry's pax header alone (libarchive's
+ * warning says so). Setting BINARY for the whole archive would put a pax
+ * header with the keyword on every entry, which GNU tar warns about once
+ * per entry. */
+static int write_header(struct packer *p, struct archive_entry *e)
+{
+	int r = archive_write_header(p->a, e);
+	return r == ARCHIVE_OK || r == ARCHIVE_WARN ? 0 : -1;
+}
+
 static int write_entry(struct packer *p, struct archive_entry *e, int fd)
 {
 	struct archive_entry *spare = NULL;
@@ -109,7 +120,7 @@ static int write_entry(struct packer *p, struct archive_entry *e, int fd)
 	archive_entry_linkify(p->links, &e, &spare);
 	int rc = 0;
 	if (e) {
-		if (archive_write_header(p->a, e) != ARCHIVE_OK)
+		if (write_header(p, e) < 0)
 			rc = archive_fail(p, "cannot add");
 		else if (fd >= 0 && archive_entry_size(e) > 0)
 			rc = copy_data(p, fd);
@@ -155,7 +166,7 @@ static int add_marker(struct packer *p, size_t dir_len, const char *name, const 
 		archive_entry_set_perm(e, 0);
 		archive_entry_set_size(e, 0);
 		archive_entry_set_mtime(e, p->reproducible ? p->epoch : st->st_mtim.tv_sec, 0);
-		if (archive_write_header(p->a, e) != ARCHIVE_OK)
+		if (write_header(p, e) < 0)
 			rc = archive_fail(p, "cannot add");
 		archive_entry_free(e);
 	}
@@ -507,10 +518,7 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 	int rc = 0;
 	if (o->compression != KIWI_LAYER_TAR && !(out.z = compressor(o->compression, &out.blob, err)))
 		rc = -1;
-	/* Names are bytes on Linux: store them as they are, whatever the
-	 * locale, instead of failing to convert them to UTF-8. */
 	else if (!out.tar_h || !p.a || !p.links || archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
-		 archive_write_set_format_option(p.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
 		 archive_write_open(p.a, &out, NULL, layer_write, NULL) != ARCHIVE_OK)
 		rc = kiwi_error(err, ENOMEM, "pack", "cannot start the layer archive");
 	if (rc == 0) {

@@ -523,3 +523,28 @@ def test_snapshot_reads_a_tree_fd_from_its_start(run, tmp_path):
     finally:
         os.close(fd)
     assert layers[0] == layers[1]
+
+
+def test_names_are_bytes_and_binary_only_where_needed(run, tmp_path):
+    """A name that is not UTF-8 goes into the layer as its bytes, marked
+    hdrcharset=BINARY in its own pax header; the others carry no such
+    keyword (GNU tar warns once per entry that has it)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = [b"plain", b"n\xffame"]
+    for n in names:
+        with open(os.path.join(bytes(src), n), "w") as f:
+            f.write("x")
+    layout = tmp_path / "layout"
+    run("pack", str(src), f"{layout}:t", "--compression", "none", check=0)
+    keywords = {}
+    for blob in (layout / "blobs/sha256").iterdir():
+        if tarfile.is_tarfile(blob):
+            with tarfile.open(blob, encoding="utf-8", errors="surrogateescape") as t:
+                for m in t:
+                    keywords[m.name.encode("utf-8", "surrogateescape")] = m.pax_headers.get("hdrcharset")
+    assert keywords[b"plain"] is None, keywords
+    assert keywords[b"n\xffame"] == "BINARY", keywords
+    out = tmp_path / "out"
+    run("unpack", f"{layout}:t", str(out), check=0)
+    assert sorted(os.listdir(bytes(out))) == sorted(names)
