@@ -231,8 +231,10 @@ def test_no_spin_while_pid1_exits(kiwi, tmp_path):
     a while to be gone (its pid namespace's last processes die first: here
     one that frees 128 MiB). kiwi-run waits for that on pid 1's pidfd, not
     by polling the socket at EOF again and again, which spins a CPU away
-    from the very exit it waits for. Counted with strace: at most the one
-    EOF while following and the one of the last drain."""
+    from the very exit it waits for. Counted with strace: the one EOF
+    while following, and one per pass of the last drain (which runs once
+    more for each output pipe whose end comes in a later pass: at most
+    three); spinning reads it hundreds of times here."""
     if not shutil.which("strace"):
         pytest.skip("strace is not installed")
     log = tmp_path / "recvmsg.log"
@@ -243,7 +245,7 @@ def test_no_spin_while_pid1_exits(kiwi, tmp_path):
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, explain(r)
     eofs = [l for l in log.read_text().splitlines() if l.startswith("recvmsg(") and l.endswith("= 0")]
-    assert len(eofs) <= 2, f"{len(eofs)} reads of EOF from pid 1's socket: kiwi-run spun while pid 1 exited"
+    assert len(eofs) <= 4, f"{len(eofs)} reads of EOF from pid 1's socket: kiwi-run spun while pid 1 exited"
 
 
 def test_concurrent_sandboxes(kiwi):
