@@ -674,6 +674,11 @@ int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 		e->queue_compat = true;
 		r = build(e, flags, err);
 	}
+	if (r < 0 && (err->errnum == ENOENT || err->errnum == EOPNOTSUPP || err->errnum == EINVAL) && e->gate_kernel) {
+		/* neither: TLS on 443 stays on the proxy, as strict, only slower */
+		e->gate_kernel = false;
+		r = build(e, flags, err);
+	}
 	if (r < 0 && err->errnum == EEXIST) {
 		/* a dead run's, left for gc, whose block we now hold */
 		if (kiwi_egress_delete_table(e->table, NULL, err) < 0)

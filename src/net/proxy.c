@@ -437,10 +437,15 @@ int kiwi_proxy_open(const struct kiwi_proxy_config *c, struct kiwi_proxy **out, 
 	}
 	if ((p->dns = bound(SOCK_DGRAM, c->gateway, &p->dns_port, err)) < 0 ||
 	    (p->listen = bound(SOCK_STREAM, c->gateway, &p->tcp_port, err)) < 0 ||
-	    (p->upstream = connected_upstream(c->upstream, err)) < 0 || (c->kernel_tls && proxy_tls_open(p, err) < 0)) {
+	    (p->upstream = connected_upstream(c->upstream, err)) < 0) {
 		kiwi_proxy_close(p);
 		return -1;
 	}
+	/* No queue to be had (no nfnetlink_queue in this kernel, every
+	 * number taken): 443 stays on the proxy, as strict, only slower. */
+	kiwi_err no_queue = { 0 };
+	if (c->kernel_tls && proxy_tls_open(p, &no_queue) < 0)
+		proxy_tls_close(p);
 	int fds[] = { p->stopfd, p->dns, p->upstream, p->listen };
 	enum tag_kind kinds[] = { TAG_STOP, TAG_DNS, TAG_UPSTREAM, TAG_LISTEN };
 	for (int i = 0; i < 4; i++) {
