@@ -50,6 +50,7 @@ struct kiwi_proxy {
 	/* the kernel path (proxy_tls.c): NULL, none */
 	struct mnl_socket *queue;
 	uint16_t queue_num;
+	char *queue_buf;     /* what one recv of it gives */
 	struct tls_flow *flows[PROXY_MAX_FLOWS];
 	pthread_t thread;
 	bool running;

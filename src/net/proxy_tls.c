@@ -218,14 +218,11 @@ static void on_packet(const struct kiwi_nfq_packet *pkt, void *arg)
 
 void proxy_on_queue(struct kiwi_proxy *p)
 {
-	/* aligned for the headers; the spare bytes keep libmnl's attribute
-	 * walk, which rounds a message's end up to 4, inside */
-	static _Thread_local char buf[QUEUE_BUF + 8] __attribute__((aligned(8)));
 	for (;;) {
-		ssize_t n = recv(mnl_socket_get_fd(p->queue), buf, QUEUE_BUF, MSG_DONTWAIT);
+		ssize_t n = recv(mnl_socket_get_fd(p->queue), p->queue_buf, QUEUE_BUF, MSG_DONTWAIT);
 		if (n <= 0)
 			return;
-		kiwi_nfq_parse(buf, (size_t)n, on_packet, p);
+		kiwi_nfq_parse(p->queue_buf, (size_t)n, on_packet, p);
 	}
 }
 
@@ -247,6 +244,11 @@ void proxy_tls_expire(struct kiwi_proxy *p, int64_t now)
 
 int proxy_tls_open(struct kiwi_proxy *p, kiwi_err *err)
 {
+	/* malloc's alignment serves the headers; the spare bytes keep
+	 * libmnl's attribute walk, which rounds a message's end up to 4,
+	 * inside */
+	if (!(p->queue_buf = malloc(QUEUE_BUF + 8)))
+		return kiwi_error(err, ENOMEM, "egress", "out of memory");
 	if (!(p->queue = kiwi_nfq_open(p->cfg.queue_first, &p->queue_num, err)))
 		return -1;
 	p->tags[4] = (struct tag){ TAG_QUEUE, NULL };
@@ -265,4 +267,6 @@ void proxy_tls_close(struct kiwi_proxy *p)
 	if (p->queue)
 		mnl_socket_close(p->queue);
 	p->queue = NULL;
+	free(p->queue_buf);
+	p->queue_buf = NULL;
 }
