@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kiwi/nflog.h"
+#include "kiwi/nlmsg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -101,10 +102,11 @@ struct drain {
 	void *arg;
 };
 
-static void on_message(const struct nlmsghdr *nlh, const struct drain *d)
+static int on_message(const struct nlmsghdr *nlh, void *arg)
 {
+	const struct drain *d = arg;
 	if (nlh->nlmsg_type != (NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET))
-		return;
+		return 0;
 	const struct nlattr *attr, *payload = NULL, *prefix = NULL;
 	mnl_attr_for_each(attr, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(attr) == NFULA_PAYLOAD)
@@ -114,7 +116,7 @@ static void on_message(const struct nlmsghdr *nlh, const struct drain *d)
 	}
 	struct kiwi_nflog_packet p;
 	if (!payload || parse_packet(&p, mnl_attr_get_payload(payload), mnl_attr_get_payload_len(payload)) < 0)
-		return;
+		return 0;
 	if (prefix) {
 		/* the kernel sends it NUL-terminated; not trusted to be */
 		size_t n = mnl_attr_get_payload_len(prefix);
@@ -123,27 +125,6 @@ static void on_message(const struct nlmsghdr *nlh, const struct drain *d)
 		p.prefix[n] = '\0';
 	}
 	d->fn(&p, d->arg);
-}
-
-/* Every message of one datagram. Not mnl_cb_run(): libmnl compares a
- * message's length as a signed int, so a length of 2^31 or more would be
- * taken as fitting. The kernel never sends one, but the packets inside
- * are the sandbox's, and the framing costs nothing to check. */
-static int each_message(const char *buf, size_t len, const struct drain *d)
-{
-	while (len >= sizeof(struct nlmsghdr)) {
-		const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
-		if (nlh->nlmsg_len < sizeof(*nlh) || nlh->nlmsg_len > len) {
-			errno = EPROTO;
-			return -1;
-		}
-		on_message(nlh, d);
-		size_t step = NLMSG_ALIGN(nlh->nlmsg_len);
-		if (step >= len)
-			break;
-		buf += step;
-		len -= step;
-	}
 	return 0;
 }
 
@@ -165,7 +146,7 @@ int kiwi_nflog_drain_fd(int fd, void (*fn)(const struct kiwi_nflog_packet *p, vo
 			}
 			return kiwi_error(err, errno, "nflog", "cannot read the packet log");
 		}
-		if (each_message(buf, (size_t)got, &d) < 0)
+		if (kiwi_nlmsg_each(buf, (size_t)got, on_message, &d) < 0)
 			return kiwi_error(err, errno, "nflog", "malformed packet log message");
 	}
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nfnetlink_queue: see include/kiwi/nfq.h. */
 #include "kiwi/nfq.h"
+#include "kiwi/nft.h"
+#include "kiwi/nlmsg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,11 +60,9 @@ static int bind_queue(struct mnl_socket *nl, uint16_t num)
 
 struct mnl_socket *kiwi_nfq_open(uint16_t first, uint16_t *num, kiwi_err *err)
 {
-	struct mnl_socket *nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
-	if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		kiwi_error(err, errno, "egress", "cannot open the name gate's queue socket");
-		if (nl)
-			mnl_socket_close(nl);
+	struct mnl_socket *nl = kiwi_nft_open(err);
+	if (!nl) {
+		kiwi_error_wrap(err, "the name gate's queue");
 		return NULL;
 	}
 	int fd = mnl_socket_get_fd(nl), size = NFQ_RCVBUF, one = 1;
@@ -103,13 +103,13 @@ static int packet_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct parse_ctx *c = data;
 	if ((nlh->nlmsg_type & 0xff) != NFQNL_MSG_PACKET || (nlh->nlmsg_type >> 8) != NFNL_SUBSYS_QUEUE)
-		return MNL_CB_OK;
+		return 0;
 	const struct nlattr *tb[NFQA_MAX + 1] = { 0 };
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nfgenmsg)) ||
 	    mnl_attr_parse(nlh, sizeof(struct nfgenmsg), attr_cb, tb) < 0)
-		return MNL_CB_ERROR;
+		return -1;
 	if (!tb[NFQA_PACKET_HDR] || mnl_attr_get_payload_len(tb[NFQA_PACKET_HDR]) < sizeof(struct nfqnl_msg_packet_hdr))
-		return MNL_CB_ERROR;
+		return -1;
 	struct nfqnl_msg_packet_hdr ph;
 	memcpy(&ph, mnl_attr_get_payload(tb[NFQA_PACKET_HDR]), sizeof(ph));
 	struct kiwi_nfq_packet p = { .id = ntohl(ph.packet_id) };
@@ -120,27 +120,13 @@ static int packet_cb(const struct nlmsghdr *nlh, void *data)
 		p.len = mnl_attr_get_payload_len(tb[NFQA_PAYLOAD]);
 	}
 	c->fn(&p, c->arg);
-	return MNL_CB_OK;
+	return 0;
 }
 
-/* Every message of one datagram. Not mnl_cb_run(): libmnl compares a
- * message's length as a signed int, so a length of 2^31 or more would be
- * taken as fitting (as in nflog.c). */
 int kiwi_nfq_parse(const void *buf, size_t len, void (*fn)(const struct kiwi_nfq_packet *pkt, void *arg), void *arg)
 {
 	struct parse_ctx c = { fn, arg };
-	const char *p = buf;
-	while (len >= sizeof(struct nlmsghdr)) {
-		const struct nlmsghdr *nlh = (const struct nlmsghdr *)p;
-		if (nlh->nlmsg_len < sizeof(*nlh) || nlh->nlmsg_len > len || packet_cb(nlh, &c) == MNL_CB_ERROR)
-			return -1;
-		size_t step = NLMSG_ALIGN(nlh->nlmsg_len);
-		if (step >= len)
-			break;
-		p += step;
-		len -= step;
-	}
-	return 0;
+	return kiwi_nlmsg_each(buf, len, packet_cb, &c);
 }
 
 int kiwi_nfq_verdict(struct mnl_socket *nl, uint16_t num, uint32_t id, uint32_t verdict, bool with_mark,
