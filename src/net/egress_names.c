@@ -84,8 +84,9 @@ int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 	bool names = false, tls = false;
 	for (size_t i = 0; e->cfg.kind == KIWI_EGRESS_HOST_ALLOWLIST && i < e->cfg.n_allow_hosts; i++) {
 		const struct kiwi_egress_host *h = &e->cfg.allow_hosts[i];
-		names |= !kiwi_egress_host_is_addr(h);
-		tls |= !kiwi_egress_host_is_addr(h) && port_allowed(&e->cfg, h, KIWI_GATE_TLS_PORT);
+		bool name = !kiwi_egress_host_is_addr(h);
+		names |= name;
+		tls |= name && port_allowed(&e->cfg, h, KIWI_GATE_TLS_PORT);
 	}
 	if (!names || e->gate)
 		return 0;

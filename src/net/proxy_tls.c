@@ -75,9 +75,6 @@ static void forget(struct tls_flow **slot)
 	*slot = NULL;
 }
 
-/* A SYN of no flow we know: the kernel path when the resolver gave the
- * sandbox this address; otherwise (or no room) on to the proxy, which
- * checks and audits it as it always did. */
 /* A free slot, else the one of a decided flow decided longest ago (its
  * stragglers are long through), else NULL: every flow is still saying
  * its name. */
@@ -96,6 +93,9 @@ static struct tls_flow **free_slot(struct kiwi_proxy *p)
 	return oldest;
 }
 
+/* A SYN of no flow we know: the kernel path when the resolver gave the
+ * sandbox this address; otherwise (or no room) on to the proxy, which
+ * checks and audits it as it always did. */
 static void on_syn(struct kiwi_proxy *p, const struct kiwi_nfq_packet *pkt, const struct kiwi_tcp4 *t)
 {
 	struct tls_flow **slot = free_slot(p);
