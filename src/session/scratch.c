@@ -81,24 +81,47 @@ static unsigned prefixed(int fd, const char *prefix, bool remove)
 	return n;
 }
 
+/* fn on each blobs/<alg>/ directory of blobs (an fd, or -1: none),
+ * until it returns < 0, which is returned. */
+static int each_alg(int blobs, int (*fn)(int alg, const char *name, void *ctx), void *ctx)
+{
+	int rc = 0;
+	DIR *algs = blobs < 0 ? NULL : listing(blobs);
+	for (struct dirent *de; rc >= 0 && algs && (de = readdir(algs));) {
+		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
+			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (alg >= 0)
+			rc = fn(alg, de->d_name, ctx);
+	}
+	if (algs)
+		closedir(algs);
+	return rc;
+}
+
+struct prefixed_in {
+	const char *prefix;
+	bool remove;
+	unsigned n;
+};
+
+static int prefixed_in_alg(int alg, const char *name, void *ctx)
+{
+	(void)name;
+	struct prefixed_in *c = ctx;
+	c->n += prefixed(alg, c->prefix, c->remove);
+	return 0;
+}
+
 /* The scratch of tag id in the layout: its top directory and each
  * blobs/<alg>/ (prefixed). */
 static unsigned layout_scratch(int layout, const char *id, bool remove)
 {
 	char prefix[KIWI_REGISTRY_ID_LEN + 8];
 	snprintf(prefix, sizeof(prefix), ".tmp-%s-", id);
-	unsigned n = prefixed(layout, prefix, remove);
+	struct prefixed_in c = { prefix, remove, prefixed(layout, prefix, remove) };
 	_cleanup_close_ int blobs = openat(layout, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *algs = blobs < 0 ? NULL : listing(blobs);
-	for (struct dirent *de; algs && (de = readdir(algs));) {
-		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
-			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (alg >= 0)
-			n += prefixed(alg, prefix, remove);
-	}
-	if (algs)
-		closedir(algs);
-	return n;
+	each_alg(blobs, prefixed_in_alg, &c);
+	return c.n;
 }
 
 void kiwi_session_scratch_end(struct kiwi_snapshot_scratch *s, bool failed)
@@ -161,14 +184,22 @@ static int read_beneath(void *ctx, const char *path, char **text, size_t *len)
 	return 0;
 }
 
+struct unnamed {
+	int layout;
+	const char *id;
+	struct kiwi_layout_refs refs;   /* what the layout names, read once, when first needed */
+	bool walked;
+	unsigned n;
+};
+
 /* In blobs/<alg> (fd alg): each blob the dead writer's marker
  * (.tmp-<id>-blob-<encoded>) still is, which nothing names, is removed.
  * -1: what the layout names could not be read (nothing is removed). */
-static int remove_unnamed(int layout, int alg, const char *alg_name, const char *id, struct kiwi_layout_refs *r,
-			  bool *walked, unsigned *n)
+static int remove_unnamed(int alg, const char *alg_name, void *ctx)
 {
+	struct unnamed *u = ctx;
 	char prefix[KIWI_REGISTRY_ID_LEN + 16];
-	snprintf(prefix, sizeof(prefix), ".tmp-%s-blob-", id);
+	snprintf(prefix, sizeof(prefix), ".tmp-%s-blob-", u->id);
 	DIR *dir = listing(alg);
 	int rc = 0;
 	for (struct dirent *de; rc == 0 && dir && (de = readdir(dir));) {
@@ -183,10 +214,10 @@ static int remove_unnamed(int layout, int alg, const char *alg_name, const char 
 		    fstatat(alg, enc, &blob, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(blob.st_mode) ||
 		    blob.st_ino != marker.st_ino || blob.st_dev != marker.st_dev)
 			continue;   /* not the writer's blob (any more): another writer's rename replaced it */
-		if (!*walked && (rc = kiwi_layout_refs_read(read_beneath, &layout, r)) == 0)
-			*walked = true;
-		if (rc == 0 && !kiwi_layout_refs_has(r, digest) && unlinkat(alg, enc, 0) == 0)
-			(*n)++;
+		if (!u->walked && (rc = kiwi_layout_refs_read(read_beneath, &u->layout, &u->refs)) == 0)
+			u->walked = true;
+		if (rc == 0 && !kiwi_layout_refs_has(&u->refs, digest) && unlinkat(alg, enc, 0) == 0)
+			u->n++;
 	}
 	if (dir)
 		closedir(dir);
@@ -201,19 +232,10 @@ struct sweep {
  * blobs/<alg>/: first the blobs it committed that nothing names. */
 static int collect_blobs(int layout, int blobs, const char *id, struct sweep *sw)
 {
-	struct kiwi_layout_refs r = { 0 };
-	bool walked = false;
-	int rc = 0;
-	DIR *algs = listing(blobs);
-	for (struct dirent *de; rc == 0 && algs && (de = readdir(algs));) {
-		_cleanup_close_ int alg = de->d_name[0] == '.' ? -1 :
-			openat(blobs, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (alg >= 0)
-			rc = remove_unnamed(layout, alg, de->d_name, id, &r, &walked, &sw->blobs);
-	}
-	if (algs)
-		closedir(algs);
-	kiwi_layout_refs_clear(&r);
+	struct unnamed u = { .layout = layout, .id = id };
+	int rc = each_alg(blobs, remove_unnamed, &u);
+	kiwi_layout_refs_clear(&u.refs);
+	sw->blobs += u.n;
 	return rc;
 }
 
