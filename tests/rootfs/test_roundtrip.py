@@ -168,15 +168,31 @@ def test_json_output(run, tmp_path, tree):
     assert p.returncode == 125 and json.loads(p.stdout)["event"] == "error"
 
 
-def test_rootless_unpack(kiwi_rootfs, request):
-    """As an unprivileged user: read-only and 0000 directories still get
-    their children, modes land at the end, owners are noted, not applied."""
+def nobody_host(request):
+    """A directory under /tmp that uid 65534 reaches, removed after the
+    test; skips where no unprivileged run can be made."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run as an unprivileged uid")
     import pathlib
     import tempfile
     host = pathlib.Path(tempfile.mkdtemp(prefix="kiwi-rootless-", dir="/tmp"))
     request.addfinalizer(lambda: subprocess.run(["rm", "-rf", str(host)]))
+    return host
+
+
+def unpack_as_nobody(kiwi_rootfs, host, ref, out):
+    """kiwi-rootfs unpack as uid 65534, what host holds made readable."""
+    subprocess.run(["chmod", "-R", "a+rX", str(host)], check=True)
+    os.chmod(host, 0o777)
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           kiwi_rootfs, "unpack", ref, str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_rootless_unpack(kiwi_rootfs, request):
+    """As an unprivileged user: read-only and 0000 directories still get
+    their children, modes land at the end, owners are noted, not applied."""
+    host = nobody_host(request)
     img = host / "img"
     entries = [("dir", "ro", 0o555), ("file", "ro/f", "x", 0o444), ("dir", "locked", 0o000),
                ("file", "locked/inner", "y"), ("file", "suid", "z", 0o4755)]
@@ -184,12 +200,8 @@ def test_rootless_unpack(kiwi_rootfs, request):
     write_layout(str(img), [(MT_GZIP, raw)])
     write_layout(str(host / "img2"), [(MT_TAR, tar_bytes([("dir", "ro", 0o555), ("file", "ro/f", "")])),
                                       (MT_TAR, tar_bytes([("file", "ro/.wh.f", "")]))])
-    subprocess.run(["chmod", "-R", "a+rX", str(host)], check=True)
-    os.chmod(host, 0o777)
     out = host / "out"
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        kiwi_rootfs, "unpack", f"{img}:latest", str(out)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = unpack_as_nobody(kiwi_rootfs, host, f"{img}:latest", out)
     assert p.returncode == 0, p.stderr
     assert "entries keep your own uid/gid" in p.stderr
     assert stat.S_IMODE(os.stat(out / "ro").st_mode) == 0o555
@@ -197,9 +209,7 @@ def test_rootless_unpack(kiwi_rootfs, request):
     assert stat.S_IMODE(os.stat(out / "suid").st_mode) == 0o4755
     assert (out / "locked/inner").read_text() == "y"
     assert os.stat(out / "ro/f").st_uid == 65534
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        kiwi_rootfs, "unpack", f"{host / 'img2'}:latest", str(host / "out2")],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = unpack_as_nobody(kiwi_rootfs, host, f"{host / 'img2'}:latest", host / "out2")
     assert p.returncode == 0, p.stderr
     assert os.listdir(host / "out2/ro") == []
 
@@ -446,24 +456,15 @@ def test_rootless_xattr_on_a_read_only_file(kiwi_rootfs, request):
     """As an unprivileged owner, a user.* xattr can be set on a file only
     while it may write it: a read-only file is made writable first, its
     xattr set, and its mode set after."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run as an unprivileged uid")
-    import pathlib
-    import tempfile
-    host = pathlib.Path(tempfile.mkdtemp(prefix="kiwi-rootless-", dir="/tmp"))
-    request.addfinalizer(lambda: subprocess.run(["rm", "-rf", str(host)]))
+    host = nobody_host(request)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         ti = tarfile.TarInfo("ro")
         ti.mode, ti.size, ti.pax_headers = 0o444, 1, {"SCHILY.xattr.user.kiwi": "v"}
         t.addfile(ti, io.BytesIO(b"x"))
     write_layout(str(host / "img"), [(MT_TAR, buf.getvalue())])
-    subprocess.run(["chmod", "-R", "a+rX", str(host)], check=True)
-    os.chmod(host, 0o777)
     out = host / "out"
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        kiwi_rootfs, "unpack", f"{host / 'img'}:latest", str(out)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = unpack_as_nobody(kiwi_rootfs, host, f"{host / 'img'}:latest", out)
     assert p.returncode == 0, p.stderr
     assert os.getxattr(out / "ro", "user.kiwi") == b"v"
     assert stat.S_IMODE(os.stat(out / "ro").st_mode) == 0o444
