@@ -249,9 +249,12 @@ static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 	struct supervisor_ctx *c = ctx;
 	struct kiwi_registry_entry e;
 	_cleanup_close_ int fd = -1;
-	/* Pid 1's namespaces, while it is surely alive: where a witness is
-	 * missing, or the mount namespace outlives pid 1, the evidence counts
-	 * what is left in them at the end. */
+	/* The creator first: it is waiting, and nothing below is its. */
+	on_ready(&c->ready_fd, res);
+	/* Pid 1's namespaces, while its pid is surely its own: we have not
+	 * reaped it (this process alone may). Where a witness is missing, or
+	 * the mount namespace outlives pid 1, the evidence counts what is
+	 * left in them at the end. */
 	if (kiwi_registry_find_held(res->id, &e, &fd, NULL) == 0) {
 		c->pidns = ns_inode(e.pid, "pid");
 		c->mntns = ns_inode(e.pid, "mnt");
@@ -261,7 +264,6 @@ static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 		close(c->s->a.cfg.restore_fd);
 		c->s->a.cfg.restore_fd = -1;
 	}
-	on_ready(&c->ready_fd, res);
 }
 
 /* The supervisor: detached from the caller (its own session, no stdio of
