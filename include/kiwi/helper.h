@@ -84,6 +84,9 @@ struct kiwi_helper_request {
 	 * hands controllers on). */
 	bool session;
 	int64_t disk_size;                     /* DISK: bytes asked for */
+	/* BIND: the caller's last bind: the operation is then done for good,
+	 * and CAP_SYS_ADMIN goes with it (unless a disk still needs it). */
+	bool last;
 };
 
 /* Parses one request message. Unknown keys, a key that does not belong to
@@ -251,8 +254,10 @@ int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, 
  * of the caller's own directory or file, O_PATH will do), idmapped so its
  * owner is the sandbox's root, into *tree. A refusal becomes err; its
  * errnum is EPERM (and *not_allowed true) when the caller's rule lacks
- * the bind operation. */
-int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, int *tree, bool *not_allowed, kiwi_err *err);
+ * the bind operation. last: no bind follows, the helper may drop what
+ * binds need. */
+int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, bool last, int *tree, bool *not_allowed,
+		     kiwi_err *err);
 /* $KIWI_HELPER, else the path meson installs it at. kiwi-run is not
  * privileged, so the variable only chooses what the caller runs. */
 const char *kiwi_helper_path(void);

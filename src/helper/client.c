@@ -504,12 +504,13 @@ int kiwi_helper_disk(struct kiwi_helper *h, int pidfd, uint64_t size, int *mfd, 
 	return 0;
 }
 
-int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, int *tree, bool *not_allowed, kiwi_err *err)
+int kiwi_helper_bind(struct kiwi_helper *h, int pidfd, int source, bool last, int *tree, bool *not_allowed,
+		     kiwi_err *err)
 {
-	static const char req[] = "{\"op\":\"bind\"}";
+	const char *req = last ? "{\"op\":\"bind\",\"last\":true}" : "{\"op\":\"bind\"}";
 	const int fds[] = { pidfd, source };
 	*not_allowed = false;
-	_cleanup_json_ kiwi_json *j = exchange_fds(h, req, sizeof(req) - 1, fds, 2, err);
+	_cleanup_json_ kiwi_json *j = exchange_fds(h, req, strlen(req), fds, 2, err);
 	if (!j) {
 		/* a rule without the operation: its own step (serve.c) */
 		*not_allowed = !strcmp(h->refused_step, KIWI_HELPER_STEP_NOT_IN_RULE);

@@ -199,6 +199,13 @@ static int parse_key(struct kiwi_helper_request *req, const char *key, const kiw
 		if (!strcmp(key, "size"))
 			return kiwi_helper_json_size(v, key, &req->disk_size, err);
 		break;
+	case KIWI_HELPER_OP_BIND:
+		if (!strcmp(key, "last")) {
+			if (!kiwi_json_bool(v, &req->last))
+				return kiwi_error(err, EINVAL, "request", "\"last\" is not a boolean");
+			return 0;
+		}
+		break;
 	case KIWI_HELPER_OP_CGROUP_ATTACH:
 	default:
 		break;

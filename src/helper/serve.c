@@ -246,11 +246,12 @@ static int run_request(struct helper_session *s, struct message *m, struct resul
 			return -1;
 		return done(s, KIWI_HELPER_OP_DISK, err);
 	case KIWI_HELPER_OP_BIND:
-		/* One per bind, so never done for good: what it holds stays
-		 * until the session ends. */
+		/* One per bind: done for good with the one the caller says is
+		 * its last. Nothing of a bind's needs CAP_SYS_ADMIN afterwards
+		 * (the clone is the caller's fd), so it goes then. */
 		if (bind_sandbox_with(s, m, 2, err) < 0 || (res->disk = helper_bind(s, m->fds[1], err)) < 0)
 			return -1;
-		return 0;
+		return req.last ? done(s, KIWI_HELPER_OP_BIND, err) : 0;
 	default:
 		return kiwi_error(err, EINVAL, "request", "unknown op");
 	}

@@ -785,6 +785,10 @@ static int send_disk(struct follow *f)
  * the bind operation leaves them as they are, as before it existed. */
 static int send_binds(struct follow *f)
 {
+	size_t last = 0;
+	for (size_t i = 0; f->helper_binds && i < f->cfg->n_binds; i++)
+		if (f->helper_binds[i])
+			last = i;
 	for (size_t i = 0; f->helper_binds && i < f->cfg->n_binds; i++) {
 		if (!f->helper_binds[i])
 			continue;
@@ -795,7 +799,7 @@ static int send_binds(struct follow *f)
 			return kiwi_error(f->err, errno, "bind", "cannot use bind source `%s`", source);
 		_cleanup_close_ int tree = -1;
 		bool not_allowed = false;
-		if (kiwi_helper_bind(f->res->helper, f->pidfd, src, &tree, &not_allowed, f->err) < 0) {
+		if (kiwi_helper_bind(f->res->helper, f->pidfd, src, i == last, &tree, &not_allowed, f->err) < 0) {
 			if (!not_allowed)
 				return kiwi_error_wrap(f->err, "bind source `%s`", source);
 			*f->err = (kiwi_err){ 0 };

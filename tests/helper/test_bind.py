@@ -164,3 +164,63 @@ def test_cap_sys_admin_is_held_but_never_effective(clients, bind_config, install
     st = status_of(pid)
     assert int(st["CapPrm"][0], 16) == held and int(st["CapBnd"][0], 16) == held, st
     assert int(st["CapEff"][0], 16) == held & ~(1 << 21), st
+
+
+def test_the_last_bind_ends_the_operation_and_cap_sys_admin(clients, bind_config, install_dir, users):
+    """A bind the caller marks last is done for good: the helper drops
+    CAP_SYS_ADMIN (and refuses any further bind), as for every operation
+    done once."""
+    from test_hardening import status_of
+    c = clients()
+    pid = c.start()
+    sb = c.call("sandbox")
+    assert c.request(RANGE_MAP, [{"sandbox": sb["id"]}]) == {"ok": True}
+    d = own_dir(install_dir, "bind-last", users["kiwi-test"])
+    refused(c.request({"op": "bind", "last": 1}, [{"sandbox": sb["id"]}, {"path": str(d)}]), "not a boolean")
+    assert (int(status_of(pid)["CapPrm"][0], 16) >> 21) & 1   # not yet: the refusal did nothing
+    ans = c.request({"op": "bind", "last": True}, [{"sandbox": sb["id"]}, {"path": str(d)}])
+    if not idmappable(d):
+        refused(ans, "cannot be idmapped")
+        return
+    assert ans == {"ok": True}, ans
+    st = status_of(pid)
+    assert int(st["CapPrm"][0], 16) == 0, st   # idmap and bind done: nothing is left to do
+    assert int(st["CapEff"][0], 16) == 0, st
+    refused(c.request({"op": "bind"}, [{"sandbox": sb["id"]}, {"path": str(d)}]), "bind was done already")
+
+
+def test_kiwi_run_leaves_the_helper_no_cap_sys_admin_after_its_binds(kiwi_run, helper, bind_config, install_dir,
+                                                                     users, tmp_path):
+    """While the command runs, the helper serving a run with two binds of
+    the caller's holds CAP_SYS_ADMIN no more."""
+    import subprocess
+    import time
+    from test_run_idmap import RANGE, assert_nothing_left, helper_processes
+    pw = users["kiwi-test"]
+    d1, d2 = own_dir(install_dir, "bind-caps1", pw), own_dir(install_dir, "bind-caps2", pw)
+    if not idmappable(d1):
+        pytest.skip("this kernel cannot idmap the test's directories")
+    before = set(helper_processes(helper))
+    kr, rootfs = kiwi_run
+    go = d1 / "go"
+    p = subprocess.Popen(["setpriv", "--reuid=kiwi-test", "--regid=kiwi-test", "--init-groups", "env", "-i",
+                          "PATH=/usr/bin:/bin", f"KIWI_HELPER={helper}", str(kr), "run", "--rootfs", str(rootfs),
+                          *RANGE, "--bind", f"{d1}:/a", "--bind", f"{d2}:/b", "--",
+                          "/bin/sh", "-c", "touch /a/ready; while [ ! -e /a/go ]; do sleep 0.1; done"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(400):
+            if (d1 / "ready").exists() or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (d1 / "ready").exists(), p.communicate()
+        ours = set(helper_processes(helper)) - before
+        assert len(ours) == 1, ours
+        from test_hardening import status_of
+        st = status_of(ours.pop())
+        assert not (int(st["CapPrm"][0], 16) >> 21) & 1, st
+    finally:
+        go.touch()
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert_nothing_left("kiwi-test", kiwi_run, helper)
