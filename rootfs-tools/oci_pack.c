@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -101,11 +102,13 @@ static int copy_data(struct packer *p, int fd)
 	}
 }
 
-/* Names are bytes on Linux: one that is not UTF-8 is stored as it is,
- * with hdrcharset=BINARY in that entry's pax header alone (libarchive's
- * warning says so). Setting BINARY for the whole archive would put a pax
- * header with the keyword on every entry, which GNU tar warns about once
- * per entry. */
+/* Names are bytes on Linux. One that is valid UTF-8 goes into the pax
+ * header as it is (path, linkpath: what GNU tar, umoci and skopeo read);
+ * one that is not is stored as its bytes, with hdrcharset=BINARY in that
+ * entry's pax header alone (libarchive's warning says so; how it tells
+ * them apart: kiwi_oci_write_layer). Setting BINARY for the whole archive
+ * would put a pax header with the keyword on every entry, which GNU tar
+ * warns about once per entry. */
 static int write_header(struct packer *p, struct archive_entry *e)
 {
 	int r = archive_write_header(p->a, e);
@@ -501,9 +504,9 @@ static int pack_trees(struct packer *p, const struct kiwi_layer_tree *t, size_t 
 	return 0;
 }
 
-int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size_t n,
-			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
-			 char *diff_id, kiwi_err *err)
+static int write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size_t n,
+		       const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer, char *diff_id,
+		       kiwi_err *err)
 {
 	struct blob_out b;
 	if (blob_begin(&b, blobs_fd, o->scratch, err) < 0) {
@@ -540,6 +543,33 @@ int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size
 		return -1;
 	}
 	return blob_commit(&b, layer, !o->no_sync, err);
+}
+
+/* libarchive's pax writer turns a name into UTF-8 from the charset of the
+ * thread's LC_CTYPE. kiwi-rootfs runs in the C locale, ASCII, so every
+ * other name failed that conversion and went in as bytes under
+ * hdrcharset=BINARY, "café" too. Under a UTF-8 LC_CTYPE the conversion is
+ * a check: a name that is valid UTF-8 goes in as it is, and one with a
+ * stray byte, an overlong form, a surrogate or a code point above
+ * U+10FFFF fails it and falls back to BINARY (test_roundtrip.py holds
+ * libarchive to that). Setting a name's UTF-8 form instead
+ * (archive_entry_set_pathname_utf8) does not get around the locale: with
+ * no locale form of the name, libarchive 3.6's pax writer reads a NULL
+ * one. glibc 2.35 and later have C.UTF-8 built in; where it cannot be
+ * loaded, names go in as before. Only LC_CTYPE, only this thread, only
+ * while the layer is written. */
+int kiwi_oci_write_layer(int blobs_fd, const struct kiwi_layer_tree *trees, size_t n,
+			 const struct kiwi_layer_write_opts *o, struct kiwi_descriptor *layer,
+			 char *diff_id, kiwi_err *err)
+{
+	locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	locale_t before = utf8 ? uselocale(utf8) : (locale_t)0;
+	int rc = write_layer(blobs_fd, trees, n, o, layer, diff_id, err);
+	if (utf8) {
+		uselocale(before);
+		freelocale(utf8);
+	}
+	return rc;
 }
 
 void kiwi_oci_emit_descriptor(kiwi_json_writer *w, const char *media_type, const struct kiwi_descriptor *d)

@@ -526,26 +526,65 @@ def test_snapshot_reads_a_tree_fd_from_its_start(run, tmp_path):
     assert layers[0] == layers[1]
 
 
-def test_names_are_bytes_and_binary_only_where_needed(run, tmp_path):
-    """A name that is not UTF-8 goes into the layer as its bytes, marked
-    hdrcharset=BINARY in its own pax header; the others carry no such
-    keyword (GNU tar warns once per entry that has it)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    names = [b"plain", b"n\xffame"]
-    for n in names:
-        with open(os.path.join(bytes(src), n), "w") as f:
-            f.write("x")
-    layout = tmp_path / "layout"
-    run("pack", str(src), f"{layout}:t", "--compression", "none", check=0)
-    keywords = {}
+# Names that are valid UTF-8 (U+10FFFF is the last code point) and names
+# that are not: stray bytes, "/" in overlong forms of two, three and four
+# bytes, a surrogate, a code point above U+10FFFF, a five-byte form, a
+# sequence cut short.
+UTF8_NAMES = ["café.txt".encode(), "日本.md".encode(), b"max\xf4\x8f\xbf\xbf"]
+NOT_UTF8_NAMES = [b"n\xffame", b"\xff\xfe", b"ov\xc0\xaf", b"ov3\xe0\x80\xaf", b"ov4\xf0\x80\x80\xaf",
+                  b"sur\xed\xa0\x80", b"big\xf4\x90\x80\x80", b"five\xf8\x88\x80\x80\x80", b"cut\xe6\x97"]
+
+
+def pax_keywords(layout):
+    """{name bytes: (pax headers, link target bytes)} of every entry in the
+    layout's uncompressed layers."""
+    out = {}
     for blob in (layout / "blobs/sha256").iterdir():
         if tarfile.is_tarfile(blob):
             with tarfile.open(blob, encoding="utf-8", errors="surrogateescape") as t:
                 for m in t:
-                    keywords[m.name.encode("utf-8", "surrogateescape")] = m.pax_headers.get("hdrcharset")
-    assert keywords[b"plain"] is None, keywords
-    assert keywords[b"n\xffame"] == "BINARY", keywords
+                    out[m.name.encode("utf-8", "surrogateescape")] = (
+                        m.pax_headers, m.linkname.encode("utf-8", "surrogateescape"))
+    return out
+
+
+def test_names_are_bytes_and_binary_only_where_needed(run, tmp_path):
+    """A name that is valid UTF-8 goes into the layer as a plain pax path
+    (or linkpath), with no hdrcharset, although kiwi-rootfs runs in the C
+    locale; a name that is not UTF-8 goes in as its bytes, marked
+    hdrcharset=BINARY in its own pax header; ASCII names carry no such
+    keyword (GNU tar warns once per entry that has it). Unpacking gives the
+    same bytes back for both."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = [b"plain"] + UTF8_NAMES + NOT_UTF8_NAMES
+    for n in names:
+        with open(os.path.join(bytes(src), n), "w") as f:
+            f.write("x")
+    for n in UTF8_NAMES + NOT_UTF8_NAMES:
+        os.symlink(n, os.path.join(bytes(src), b"sym-" + n))
+    os.link(os.path.join(bytes(src), UTF8_NAMES[0]), os.path.join(bytes(src), b"hard-" + UTF8_NAMES[0]))
+    layout = tmp_path / "layout"
+    c_locale = {**os.environ, "LC_ALL": "C"}
+    run("pack", str(src), f"{layout}:t", "--compression", "none", check=0, env=c_locale)
+    entries = pax_keywords(layout)
+    assert entries[b"plain"][0].get("hdrcharset") is None, entries
+    for n in UTF8_NAMES:
+        pax, _ = entries[n]
+        assert "hdrcharset" not in pax and pax["path"].encode() == n, (n, pax)
+        pax, target = entries[b"sym-" + n]
+        assert "hdrcharset" not in pax and pax["linkpath"].encode() == n == target, (n, pax)
+    # The hardlink resolver names the first of the two it met.
+    first, second = sorted([UTF8_NAMES[0], b"hard-" + UTF8_NAMES[0]])
+    pax, target = entries[second]
+    assert "hdrcharset" not in pax and target == first, (pax, target)
+    for n in NOT_UTF8_NAMES:
+        assert entries[n][0].get("hdrcharset") == "BINARY", (n, entries[n])
+        assert entries[b"sym-" + n][0].get("hdrcharset") == "BINARY", (n, entries[b"sym-" + n])
     out = tmp_path / "out"
-    run("unpack", f"{layout}:t", str(out), check=0)
-    assert sorted(os.listdir(bytes(out))) == sorted(names)
+    run("unpack", f"{layout}:t", str(out), check=0, env=c_locale)
+    got = sorted(os.listdir(bytes(out)))
+    assert got == sorted(names + [b"sym-" + n for n in UTF8_NAMES + NOT_UTF8_NAMES] + [b"hard-" + UTF8_NAMES[0]])
+    for n in UTF8_NAMES + NOT_UTF8_NAMES:
+        assert os.readlink(os.path.join(bytes(out), b"sym-" + n)) == n
+    assert os.stat(os.path.join(bytes(out), first)).st_ino == os.stat(os.path.join(bytes(out), second)).st_ino
