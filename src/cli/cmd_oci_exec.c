@@ -125,21 +125,25 @@ static int parse_exec(int argc, char **argv, struct exec_cli *a)
 	return 0;
 }
 
+/* The process started and, unless detached, waited for: its status, or 1
+ * when it could not start. pidfd lives here, not in kiwi_oci_cmd_exec:
+ * there a goto past its initialisation left its cleanup closing whatever
+ * the stack held when the arguments were bad. */
+static int start_exec(struct exec_cli *a)
+{
+	kiwi_err err = { 0 };
+	_cleanup_close_ int pidfd = -1;
+	if (kiwi_oci_exec(&a->o, &pidfd, &err) < 0) {
+		kiwi_oci_fail(&err);
+		return 1;
+	}
+	return a->detach ? 0 : kiwi_oci_wait_forwarding(pidfd);
+}
+
 int kiwi_oci_cmd_exec(int argc, char **argv)
 {
 	struct exec_cli a = { .o = { .root = kiwi_oci_g.root } };
-	kiwi_err err = { 0 };
-	int status = 1;
-	if (parse_exec(argc, argv, &a))
-		goto out;
-	_cleanup_close_ int pidfd = -1;
-	pid_t pid = kiwi_oci_exec(&a.o, &pidfd, &err);
-	if (pid < 0) {
-		kiwi_oci_fail(&err);
-		goto out;
-	}
-	status = a.detach ? 0 : kiwi_oci_wait_forwarding(pidfd);
-out:
+	int status = parse_exec(argc, argv, &a) ? 1 : start_exec(&a);
 	free(a.env);
 	free(a.caps);
 	free(a.o.gids);
