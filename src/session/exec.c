@@ -410,14 +410,16 @@ static void finish(struct client *c)
 	struct kiwi_sandbox_result *res = c->res;
 	if (c->cg)
 		read_cgroup(c);
-	if (!c->exited && (c->killing || c->killed_whole) && res->started) {
-		res->signal = SIGKILL;  /* the cgroup took the leader with the command */
-		res->killed_whole = c->killed_whole;
+	/* Started, and its leader gone without a word: the cgroup took it
+	 * with the command (our kill, an OOM), or something outside the exec
+	 * did: the session's end (destroy, its timeouts, its pid 1 killed),
+	 * verify's switch, a kill of the leader. The command was killed with
+	 * it (its cgroup goes below), so that is what the verdict says. */
+	if (!c->exited && !c->failed && res->started) {
+		res->signal = SIGKILL;
+		res->killed_whole = c->killed_whole || !c->killing;
 		if (c->exec_mono)
 			res->wall_ns = (uint64_t)(kiwi_clock_ns(CLOCK_MONOTONIC) - c->exec_mono);
-	} else if (!c->exited && !c->failed && res->started) {
-		fail(c, &(kiwi_err){ .errnum = EPIPE, .step = "exec",
-				     .msg = "the exec's leader ended without reporting the command's end" });
 	}
 	res->stdout_bytes = c->out.bytes;
 	res->stderr_bytes = c->errout.bytes;
@@ -433,8 +435,16 @@ static void finish(struct client *c)
 	/* Kept: what it left runs on in its cgroup, removed with the session. */
 	if (c->x->keep_background)
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
-	else if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0)
-		res->cleanup_failed = true;
+	else if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0) {
+		/* Removed meanwhile with the session's own (its end): gone is
+		 * what we wanted. The kernel says so of a removed cgroup's
+		 * files with ENODEV. */
+		int e = res->cleanup_error.errnum;
+		if (e == ENODEV || e == ENOENT)
+			res->cleanup_error = (kiwi_err){ 0 };
+		else
+			res->cleanup_failed = true;
+	}
 }
 
 static int open_streams(struct client *c)

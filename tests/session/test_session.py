@@ -101,6 +101,35 @@ def test_destroy_prints_a_clean_end(session, kiwi):
     one_error_line(s.raw("session", "destroy", s.id), s.id)
 
 
+def test_an_exec_running_when_the_session_is_destroyed_is_reported_killed(session, tmp_path):
+    """The exec's verdict says its command was killed from outside (137,
+    SIGKILL, killed_by external, its real wall time), not that kiwi-run
+    failed (126, no time)."""
+    s = session()
+    ready = tmp_path / "ready"
+    r_fd, w_fd = os.pipe()
+    p = subprocess.Popen(s.kiwi.raw_argv(["session", "exec", s.id, "--verdict-fd", str(w_fd), "--",
+                                          "/bin/sh", "-c", "echo up; exec sleep 305"]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=s.kiwi.env(),
+                         stdin=subprocess.DEVNULL, pass_fds=(w_fd,))
+    os.close(w_fd)
+    try:
+        assert p.stdout.readline() == "up\n"
+        time.sleep(0.3)
+        assert s.destroy().returncode == 0
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    with os.fdopen(r_fd) as f:
+        v = json.loads(f.read())
+    assert p.returncode == 137, err
+    assert v["signal"] == 9 and v["killed_by"] == "external" and v["started"], v
+    assert v["wall_ms"] >= 300, v
+    assert err == "", err
+
+
 def test_destroy_reports_an_outside_process_in_its_mount_namespace(session, kiwi):
     """The evidence is no formality: a host process that joined the
     session's mount namespace (root's nsenter, for a rootless session too)
