@@ -4,7 +4,9 @@
 #   2. every meson suite: unit, integration (root + rootless), seccomp,
 #      rootfs, man-page lint, and the cgroup v2 VM lane
 #   3. the same suites (without the VM lane) under ASan+UBSan
-#   4. a short run of every libFuzzer target
+#   4. the whole tree built with clang (-Werror), which refuses what gcc
+#      lets pass (a goto past a cleanup variable's initialization)
+#   5. a short run of every libFuzzer target
 # Ends with one line: "kiwi-run tests: N passed, N failed, N skipped".
 # KIWI_FUZZ_SECONDS (default 15) sets each fuzz target's budget; 0 skips.
 set -euo pipefail
@@ -125,6 +127,9 @@ if configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildt
 else
 	lane_failed asan
 fi
+
+say "build with clang (-Werror)"
+CC=clang configure build-clang -Dtests=disabled || lane_failed clang
 
 say "fuzzing (${fuzz_seconds}s per target)"
 run_fuzzers || lane_failed fuzz
