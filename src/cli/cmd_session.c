@@ -598,6 +598,14 @@ static const char *base_name(const char *path)
 
 static int cp_in(const struct kiwi_registry_entry *e, const char *host, const char *inside, kiwi_err *err)
 {
+	size_t len = strlen(inside);
+	/* "-": what comes on stdin, a file's bytes (no archive) */
+	if (!strcmp(host, "-")) {
+		if (!len || inside[len - 1] == '/')
+			return kiwi_error(err, EINVAL, "cp", "a copy from stdin needs a file name in the session, "
+					  "not `%s`", inside);
+		return kiwi_session_copy(e, true, inside, STDIN_FILENO, 0644, err);
+	}
 	_cleanup_close_ int fd = open(host, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
@@ -605,7 +613,6 @@ static int cp_in(const struct kiwi_registry_entry *e, const char *host, const ch
 	if (!S_ISREG(st.st_mode))
 		return kiwi_error(err, EINVAL, "cp", "`%s` is not a regular file (session cp copies files)", host);
 	_cleanup_free_ char *dest = NULL;
-	size_t len = strlen(inside);
 	if (len && inside[len - 1] == '/' && asprintf(&dest, "%s%s", inside, base_name(host)) < 0)
 		return kiwi_error(err, ENOMEM, "cp", "out of memory");
 	return kiwi_session_copy(e, true, dest ? dest : inside, fd, st.st_mode & 0777, err);
@@ -615,6 +622,10 @@ static int cp_in(const struct kiwi_registry_entry *e, const char *host, const ch
  * over it once whole, never through a link planted there. */
 static int cp_out(const struct kiwi_registry_entry *e, const char *inside, const char *host, kiwi_err *err)
 {
+	/* "-": the file's bytes on stdout; a copy cut off says so in its
+	 * exit status, not by what it wrote */
+	if (!strcmp(host, "-"))
+		return kiwi_session_copy(e, false, inside, STDOUT_FILENO, 0, err);
 	struct stat st;
 	_cleanup_free_ char *dest = NULL, *tmp = NULL;
 	if (stat(host, &st) == 0 && S_ISDIR(st.st_mode) && asprintf(&dest, "%s/%s", host, base_name(inside)) < 0)
@@ -644,6 +655,7 @@ static int session_cp(int argc, char **argv)
 		printf("usage: kiwi-run session cp HOST_FILE ID:/PATH\n"
 		       "       kiwi-run session cp ID:/PATH HOST_PATH\n\n"
 		       "One regular file into or out of a session, resolved inside its root.\n"
+		       "HOST_FILE - reads stdin; HOST_PATH - writes stdout (the bytes, no archive).\n"
 		       "See kiwi-run-session(1).\n");
 		return 0;
 	}

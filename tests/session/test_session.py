@@ -385,6 +385,29 @@ def test_cp_that_does_not_fit_leaves_nothing(session, kiwi):
     assert r.returncode == 0 and r.stdout.split() == [".", ".."], f"a half copy was left: {r.stdout}"
 
 
+def test_cp_through_stdin_and_stdout(session, kiwi):
+    """`-` is the bytes of one file: stdin into the session, stdout out of
+    it; from stdin, a copy that does not fit leaves nothing either."""
+    s = session("--disk", "8M")
+    data = os.urandom(3 << 20)
+
+    def cp(*args, stdin=None):
+        return subprocess.run(s.kiwi.raw_argv(["session", "cp", *args]), input=stdin, capture_output=True,
+                              env=s.kiwi.env(), timeout=60)
+    r = cp("-", f"{s.id}:/tmp/in.bin", stdin=data)
+    assert r.returncode == 0, r.stderr
+    r = s.sh("stat -c %s:%a /tmp/in.bin")
+    assert r.stdout == f"{len(data)}:644\n", explain(r)
+    r = cp(f"{s.id}:/tmp/in.bin", "-")
+    assert r.returncode == 0 and r.stdout == data, r.stderr
+    r = cp("-", f"{s.id}:/tmp/", stdin=b"x")
+    assert r.returncode == 125 and b"needs a file name" in r.stderr and r.stderr.count(b"\n") == 1, r.stderr
+    r = cp("-", f"{s.id}:/tmp/big", stdin=os.urandom(12 << 20))
+    assert r.returncode == 125 and b"No space left" in r.stderr, r.stderr
+    r = s.exec("ls", "-a", "/tmp")
+    assert r.returncode == 0 and r.stdout.split() == [".", "..", "in.bin"], f"a half copy was left: {r.stdout}"
+
+
 def test_cp_never_leaves_the_sandbox(session, kiwi):
     ws = workspace(kiwi)
     s = session()
