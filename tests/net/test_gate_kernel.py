@@ -4,7 +4,14 @@ the table queues a flow's first packets to the gate, which checks the
 ClientHello's name and marks the flow, and the kernel forwards it like a
 direct one. netprobe tlsx binds a source port of its own: the server
 (servers.py) names the port it sees, the sandbox's (masqueraded, port
-kept) on the kernel path, a port of the gate's own through the proxy."""
+kept) on the kernel path, a port of the gate's own through the proxy.
+
+Those source ports sit below the ephemeral range (32768-60999): masquerade
+keeps a port only while no other flow in the host's conntrack table holds
+it, and a dead sandbox's flows stay there (the 300 connections of
+test_many_connections_in_a_row, from ephemeral ports, among them). A port
+one of them had used made NAT pick another, and a flow on the kernel path
+looked like one through the proxy."""
 import json
 import subprocess
 import time
@@ -26,12 +33,12 @@ def tlsx(sni, src, split=0, port=443, addr="203.0.113.10"):
 def test_tls_on_443_goes_through_the_kernel_not_the_proxy(egress, scratch):
     audit = scratch / "audit.jsonl"
     opts = [*NAMES, "--allow-host", "good.test:443,good.test:8080", "--egress-audit", audit]
-    res, rep = egress.probes(opts, [["resolve", "good.test"], tlsx("good.test", 40401),
-                                    tlsx("good.test", 40402, port=8080)])
+    res, rep = egress.probes(opts, [["resolve", "good.test"], tlsx("good.test", 20401),
+                                    tlsx("good.test", 20402, port=8080)])
     connected(res[1], "TLS on 443")
-    assert peer_port(res[1]) == 40401, f"the server sees the sandbox's own port: {res[1]}"
+    assert peer_port(res[1]) == 20401, f"the server sees the sandbox's own port: {res[1]}"
     connected(res[2], "TLS on another port, through the proxy")
-    assert peer_port(res[2]) != 40402, f"the proxy connects from a port of its own: {res[2]}"
+    assert peer_port(res[2]) != 20402, f"the proxy connects from a port of its own: {res[2]}"
     allowed = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit)
                if l["verdict"] == "allow" and l["proto"] == "tcp"]
     assert allowed == [(443, "good.test", "allowed:name"), (8080, "good.test", "allowed:name")], allowed
@@ -44,14 +51,14 @@ def test_the_kernel_path_refuses_another_name_no_name_and_plain_http(egress, scr
     an allowed Host) on 443, are refused too; then the allowed name still
     connects on the same address."""
     audit = scratch / "audit.jsonl"
-    calls = [["resolve", "good.test"], tlsx("shared.test", 40411), tlsx("-", 40412),
-             ["http", "203.0.113.10", 443, "good.test"], tlsx("shared.test", 40413, split=60),
-             tlsx("good.test", 40414)]
+    calls = [["resolve", "good.test"], tlsx("shared.test", 20411), tlsx("-", 20412),
+             ["http", "203.0.113.10", 443, "good.test"], tlsx("shared.test", 20413, split=60),
+             tlsx("good.test", 20414)]
     res, rep = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
     for r, c in zip(res[1:5], calls[1:5]):
         reset(r, c)
     connected(res[5], "the allowed name after")
-    assert peer_port(res[5]) == 40414, res[5]
+    assert peer_port(res[5]) == 20414, res[5]
     refused = [(l["port"], l["name"], l["rule"]) for l in audit_lines(audit) if l["verdict"] == "deny"]
     assert refused == [(443, "shared.test", "not_allowed"), (443, None, "no_name"), (443, None, "no_name"),
                        (443, "shared.test", "not_allowed")], refused
@@ -64,9 +71,9 @@ def test_a_client_hello_in_two_segments_is_held_until_whole(egress, scratch):
     the first not enough to read a name. The gate holds it, and lets
     both through in order once the second completes the ClientHello."""
     audit = scratch / "audit.jsonl"
-    calls = [["resolve", "good.test"], tlsx("good.test", 40421, split=5), tlsx("good.test", 40422, split=300)]
+    calls = [["resolve", "good.test"], tlsx("good.test", 20421, split=5), tlsx("good.test", 20422, split=300)]
     res, _ = egress.probes([*NAMES, "--allow-host", "good.test", "--egress-audit", audit], calls)
-    for r, src in zip(res[1:], (40421, 40422)):
+    for r, src in zip(res[1:], (20421, 20422)):
         connected(r, "a ClientHello split in two")
         assert peer_port(r) == src, r
     assert [l["rule"] for l in audit_lines(audit) if l["proto"] == "tcp"] == ["allowed:name"] * 2
@@ -78,10 +85,10 @@ def test_many_connections_in_a_row_stay_on_the_kernel_path(egress):
     connection still goes direct, not to the proxy."""
     res, _ = egress.probes([*NAMES, "--allow-host", "good.test"],
                            [["resolve", "good.test"], ["setups", "203.0.113.10", 443, "good.test", 300],
-                            tlsx("good.test", 40451)], timeout=60)
+                            tlsx("good.test", 20451)], timeout=60)
     assert res[1].get("n") == 300, res[1]
     connected(res[2], "after 300 connections")
-    assert peer_port(res[2]) == 40451, f"still the kernel path: {res[2]}"
+    assert peer_port(res[2]) == 20451, f"still the kernel path: {res[2]}"
 
 
 def queues(world):
@@ -98,7 +105,7 @@ def test_two_sandboxes_at_once_each_have_their_own_queue(egress, world):
     seen = set()
     with ThreadPoolExecutor(2) as pool:
         runs = [pool.submit(egress.run, opts, ["/bin/sh", "-c", script.format(p=p, src=src)])
-                for src in (40431, 40432)]
+                for src in (20431, 20432)]
         for _ in range(100):
             seen |= queues(world) - before
             if len(seen) >= 2 or all(f.done() for f in runs):
@@ -106,7 +113,7 @@ def test_two_sandboxes_at_once_each_have_their_own_queue(egress, world):
             time.sleep(0.05)
         (ra, _), (rb, _) = (f.result() for f in runs)
     assert len(seen) == 2, f"two queues bound at once: {seen}"
-    for r, src in ((ra, 40431), (rb, 40432)):
+    for r, src in ((ra, 20431), (rb, 20432)):
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         connected(res, "each sandbox on its own queue")
@@ -120,8 +127,8 @@ def test_with_the_verdict_loop_gone_flows_fail_closed(egress, scratch):
     allowed name is not let through, neither directly nor by the proxy."""
     audit, flag = scratch / "audit.jsonl", scratch / "drop"
     p = egress.tools["netprobe"]
-    script = (f"{p} resolve good.test; {p} tlsx 203.0.113.10 443 good.test 0 40441; touch {flag}; sleep 0.5; "
-              f"{p} tlsx 203.0.113.10 443 good.test 0 40442")
+    script = (f"{p} resolve good.test; {p} tlsx 203.0.113.10 443 good.test 0 20441; touch {flag}; sleep 0.5; "
+              f"{p} tlsx 203.0.113.10 443 good.test 0 20442")
     r, _ = egress.run(["--drop-queue-when", flag, *NAMES, "--allow-host", "good.test", "--egress-audit", audit],
                       ["/bin/sh", "-c", script])
     assert r.returncode == 0, r.stderr
