@@ -75,6 +75,11 @@ struct kiwi_egress_config {
 	uint32_t dns;                  /* the resolver, 0: none */
 	const char *audit_path;        /* JSON lines; NULL: none. Not copied. */
 	struct kiwi_cidr4 pool;        /* carved into /30s; default 10.200.0.0/16 */
+	/* Tests only (egresstool --queue-refused; no flag or policy key sets
+	 * it): the table's queue rule is refused as a kernel without any
+	 * queue target refuses it, so the fallback to the proxy can be tested
+	 * where the kernel has one. */
+	bool test_queue_refused;
 };
 
 void kiwi_egress_config_init(struct kiwi_egress_config *c);
@@ -153,6 +158,11 @@ int kiwi_egress_wait_host(int host_ifindex, kiwi_err *err);
 
 /* The audit: a non-blocking fd to poll; read drains it (never blocks). */
 int kiwi_egress_audit_fd(const struct kiwi_egress *e);
+/* Why TLS on 443 goes through the proxy although the kernel path was
+ * wanted (a root run with a name allowed on 443): the verdict's
+ * egress_tls_kernel_off, for --debug too. NULL when it was not wanted
+ * or is taken. */
+const char *kiwi_egress_tls_kernel_off(const struct kiwi_egress *e);
 int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err);
 
 /* ---- the audit: one event per connection attempt ----

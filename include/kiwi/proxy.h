@@ -85,6 +85,12 @@ uint16_t kiwi_proxy_dns_port(const struct kiwi_proxy *p);
 uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p);
 /* The queue the kernel path is bound to; -1: no kernel path. */
 int kiwi_proxy_queue(const struct kiwi_proxy *p);
+/* kernel_tls asked for and no queue bound (no nfnetlink_queue, every
+ * number taken): why; NULL otherwise. */
+const kiwi_err *kiwi_proxy_queue_error(const struct kiwi_proxy *p);
+/* Unbinds and closes the queue, when the table will not use it (the
+ * kernel refused the queue rule). Before kiwi_proxy_start only. */
+void kiwi_proxy_drop_queue(struct kiwi_proxy *p);
 /* Starts the thread. Only after the sandbox is cloned: a process with
  * threads must not clone3 a child that then allocates. */
 int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err);

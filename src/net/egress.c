@@ -690,6 +690,11 @@ int kiwi_egress_setup_inside(const struct kiwi_egress_child *child, kiwi_err *er
 	return kiwi_rtnl_wait_ready(nl, index, LINK_READY_MS, err) < 0 ? -1 : sandbox_ready6(nl, child, err);
 }
 
+const char *kiwi_egress_tls_kernel_off(const struct kiwi_egress *e)
+{
+	return e && e->tls_kernel_off[0] ? e->tls_kernel_off : NULL;
+}
+
 int kiwi_egress_audit_fd(const struct kiwi_egress *e)
 {
 	return !e ? -1 : e->nflog ? mnl_socket_get_fd(e->nflog) : e->log_fd;

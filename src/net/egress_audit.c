@@ -198,11 +198,12 @@ int kiwi_egress_audit_read(struct kiwi_egress *e, kiwi_err *err)
 void kiwi_egress_write_verdict(const struct kiwi_egress *e, kiwi_json_writer *w)
 {
 	if (!e) {
-		kiwi_egress_write_fields(w, NULL, NULL, 0, NULL, false, "");
+		kiwi_egress_write_fields(w, NULL, NULL, 0, NULL, false, "", "");
 		return;
 	}
 	pthread_mutex_lock((pthread_mutex_t *)&e->audit_lock);
-	kiwi_egress_write_fields(w, &e->blocked, &e->allowed, e->lost, &e->attempts, e->ipv6_out, e->ipv6_off);
+	kiwi_egress_write_fields(w, &e->blocked, &e->allowed, e->lost, &e->attempts, e->ipv6_out, e->ipv6_off,
+				 e->tls_kernel_off);
 	pthread_mutex_unlock((pthread_mutex_t *)&e->audit_lock);
 }
 
@@ -255,6 +256,7 @@ struct kiwi_egress_tally *kiwi_egress_tally_since(struct kiwi_egress *e, const s
 		return t;
 	t->ipv6 = e->ipv6_out;   /* could leave: the verdict's egress_ipv6 */
 	snprintf(t->ipv6_off, sizeof(t->ipv6_off), "%s", e->ipv6_off);
+	snprintf(t->tls_kernel_off, sizeof(t->tls_kernel_off), "%s", e->tls_kernel_off);
 	pthread_mutex_lock(&e->audit_lock);
 	t->lost = e->lost >= m->lost ? e->lost - m->lost : 0;
 	if (e->ring && m->seq <= e->ring->seq)

@@ -40,6 +40,8 @@ struct egress_summary {
 /* What one stretch of a session's life tried (kiwi_egress_tally_since):
  * the verdict's fields, as a whole run's, over its events alone. Plain
  * data: it crosses the session's socket to the exec's client. */
+/* Why the name gate's kernel path is not taken (kiwi_egress_tls_kernel_off). */
+#define EGRESS_TLS_OFF_MAX 256
 struct kiwi_egress_tally {
 	uint32_t magic;
 	struct egress_summary blocked, allowed;
@@ -47,13 +49,14 @@ struct kiwi_egress_tally {
 	uint64_t lost;
 	bool ipv6;                    /* the session's, as egress_ipv6 */
 	char ipv6_off[KIWI_EGRESS_IPV6_OFF_MAX];
+	char tls_kernel_off[EGRESS_TLS_OFF_MAX];
 };
 
 #define TALLY_MAGIC 0x6b657467u
 /* egress_tally.c: the verdict's fields over these (each may be NULL). */
 void kiwi_egress_write_fields(kiwi_json_writer *w, const struct egress_summary *blocked,
 			      const struct egress_summary *allowed, uint64_t lost, const struct kiwi_net_attempts *attempts,
-			      bool ipv6, const char *ipv6_off);
+			      bool ipv6, const char *ipv6_off, const char *tls_kernel_off);
 
 /* The events since a session's first mark, the newest EGRESS_RING kept:
  * an exec's tally is folded from them. */
@@ -129,12 +132,15 @@ struct kiwi_egress {
 	bool gate_kernel;           /* TLS on 443 through the gate's queue (root only) */
 	uint16_t gate_queue;
 	bool queue_compat;          /* queued through nft_compat's NFQUEUE (no CONFIG_NFT_QUEUE) */
+	char tls_kernel_off[EGRESS_TLS_OFF_MAX];  /* wanted, not taken: why, for the verdict */
 	pthread_mutex_t audit_lock; /* the gate's thread audits too */
 };
 
 struct egress_gate_ops {
 	int (*start)(struct kiwi_egress_gate *g, kiwi_err *err);
 	void (*close)(struct kiwi_egress_gate *g);
+	/* the queue unbound and closed: the table does not use it */
+	void (*unqueue)(struct kiwi_egress_gate *g);
 };
 
 size_t kiwi_egress_never_ranges(struct kiwi_ip4_range *out);

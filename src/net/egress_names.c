@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +78,12 @@ static void gate_close(struct kiwi_egress_gate *g)
 	free(g);
 }
 
-static const struct egress_gate_ops gate_ops = { gate_start, gate_close };
+static void gate_unqueue(struct kiwi_egress_gate *g)
+{
+	kiwi_proxy_drop_queue(g->proxy);
+}
+
+static const struct egress_gate_ops gate_ops = { gate_start, gate_close, gate_unqueue };
 
 int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 {
@@ -116,5 +122,11 @@ int kiwi_egress_gate_attach(struct kiwi_egress *e, kiwi_err *err)
 	int q = kiwi_proxy_queue(g->proxy);
 	e->gate_kernel = q >= 0;
 	e->gate_queue = q >= 0 ? (uint16_t)q : 0;
+	const kiwi_err *no_queue = kiwi_proxy_queue_error(g->proxy);
+	if (no_queue) {
+		char why[KIWI_ERR_MSG_MAX + 64];
+		kiwi_error_format(no_queue, why, sizeof(why));
+		snprintf(e->tls_kernel_off, sizeof(e->tls_kernel_off), "no queue for the name gate: %.200s", why);
+	}
 	return 0;
 }

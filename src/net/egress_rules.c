@@ -98,6 +98,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -591,6 +592,19 @@ static void noroute6_chain(struct kiwi_nft *n, const struct kiwi_egress *e, cons
 	RULE(n, "noroute6", { kiwi_nft_verdict(r, NFT_GOTO, f6->chain); });
 }
 
+/* The kernel refused the queue rule in both forms: the table is built
+ * without it, so the gate's queue would be bound for nothing. */
+static void refused_queue(struct kiwi_egress *e, const kiwi_err *why)
+{
+	char text[KIWI_ERR_MSG_MAX + 64];
+	kiwi_error_format(why, text, sizeof(text));
+	snprintf(e->tls_kernel_off, sizeof(e->tls_kernel_off),
+		 "the kernel refused the queue rule (neither nft's queue nor xtables' NFQUEUE): %.150s", text);
+	if (e->gate)
+		e->gate_ops->unqueue(e->gate);
+	e->gate_queue = 0;
+}
+
 static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 {
 	uint32_t self4 = htonl(e->block + 2);
@@ -615,6 +629,8 @@ static int build(const struct kiwi_egress *e, uint32_t flags, kiwi_err *err)
 		gate_chains(n, e);
 	if (e->gate_kernel)
 		gate_queue_chain(n, e);
+	if (e->gate_kernel && e->cfg.test_queue_refused)
+		return kiwi_error(err, ENOENT, "nftables", "the queue rule refused (test_queue_refused)");
 	return kiwi_nft_commit(n, e->nft, err);
 }
 
@@ -675,7 +691,9 @@ int kiwi_egress_build_table(struct kiwi_egress *e, kiwi_err *err)
 		r = build(e, flags, err);
 	}
 	if (r < 0 && (err->errnum == ENOENT || err->errnum == EOPNOTSUPP || err->errnum == EINVAL) && e->gate_kernel) {
-		/* neither: TLS on 443 stays on the proxy, as strict, only slower */
+		/* neither: TLS on 443 stays on the proxy, as strict, only slower;
+		 * said in the verdict, and the queue bound for it let go */
+		refused_queue(e, err);
 		e->gate_kernel = false;
 		r = build(e, flags, err);
 	}

@@ -31,7 +31,7 @@ static void write_summary(kiwi_json_writer *w, const char *key, const struct egr
 
 void kiwi_egress_write_fields(kiwi_json_writer *w, const struct egress_summary *blocked,
 			      const struct egress_summary *allowed, uint64_t lost, const struct kiwi_net_attempts *attempts,
-			      bool ipv6, const char *ipv6_off)
+			      bool ipv6, const char *ipv6_off, const char *tls_kernel_off)
 {
 	write_summary(w, "egress_blocked", blocked);
 	/* beyond the bound, and the kernel's drops when we fell behind (an
@@ -46,6 +46,11 @@ void kiwi_egress_write_fields(kiwi_json_writer *w, const struct egress_summary *
 	if (!ipv6 && ipv6_off[0]) {
 		kiwi_jw_key(w, "egress_ipv6_off");
 		kiwi_jw_string(w, ipv6_off);
+	}
+	/* a fallback is said, never silent: as strict, only slower */
+	if (tls_kernel_off[0]) {
+		kiwi_jw_key(w, "egress_tls_kernel_off");
+		kiwi_jw_string(w, tls_kernel_off);
 	}
 	/* egress and the network audit are one mechanism: the audit's fields,
 	 * every attempt allowed or denied */
@@ -83,6 +88,7 @@ struct kiwi_egress_tally *kiwi_egress_tally_load(const void *buf, size_t len)
 		return NULL;
 	}
 	t->ipv6_off[sizeof(t->ipv6_off) - 1] = '\0';
+	t->tls_kernel_off[sizeof(t->tls_kernel_off) - 1] = '\0';
 	terminate(&t->blocked);
 	terminate(&t->allowed);
 	if (t->attempts.n > KIWI_NET_AUDIT_KEEP)
@@ -95,5 +101,6 @@ struct kiwi_egress_tally *kiwi_egress_tally_load(const void *buf, size_t len)
 
 void kiwi_egress_write_tally(const struct kiwi_egress_tally *t, kiwi_json_writer *w)
 {
-	kiwi_egress_write_fields(w, &t->blocked, &t->allowed, t->lost, &t->attempts, t->ipv6, t->ipv6_off);
+	kiwi_egress_write_fields(w, &t->blocked, &t->allowed, t->lost, &t->attempts, t->ipv6, t->ipv6_off,
+				 t->tls_kernel_off);
 }

@@ -443,8 +443,7 @@ int kiwi_proxy_open(const struct kiwi_proxy_config *c, struct kiwi_proxy **out, 
 	}
 	/* No queue to be had (no nfnetlink_queue in this kernel, every
 	 * number taken): 443 stays on the proxy, as strict, only slower. */
-	kiwi_err no_queue = { 0 };
-	if (c->kernel_tls && proxy_tls_open(p, &no_queue) < 0)
+	if (c->kernel_tls && proxy_tls_open(p, &p->no_queue) < 0)
 		proxy_tls_close(p);
 	int fds[] = { p->stopfd, p->dns, p->upstream, p->listen };
 	enum tag_kind kinds[] = { TAG_STOP, TAG_DNS, TAG_UPSTREAM, TAG_LISTEN };
@@ -469,6 +468,11 @@ uint16_t kiwi_proxy_tcp_port(const struct kiwi_proxy *p)
 int kiwi_proxy_queue(const struct kiwi_proxy *p)
 {
 	return p->queue ? p->queue_num : -1;
+}
+
+const kiwi_err *kiwi_proxy_queue_error(const struct kiwi_proxy *p)
+{
+	return p->cfg.kernel_tls && !p->queue ? &p->no_queue : NULL;
 }
 
 int kiwi_proxy_start(struct kiwi_proxy *p, kiwi_err *err)

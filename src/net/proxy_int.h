@@ -51,6 +51,7 @@ struct kiwi_proxy {
 	struct mnl_socket *queue;
 	uint16_t queue_num;
 	char *queue_buf;     /* what one recv of it gives */
+	kiwi_err no_queue;   /* kernel_tls asked for, no queue had: why */
 	struct tls_flow *flows[PROXY_MAX_FLOWS];
 	pthread_t thread;
 	bool running;

@@ -270,3 +270,13 @@ void proxy_tls_close(struct kiwi_proxy *p)
 	free(p->queue_buf);
 	p->queue_buf = NULL;
 }
+
+void kiwi_proxy_drop_queue(struct kiwi_proxy *p)
+{
+	/* out of the loop's set by hand: a child cloned before this holds
+	 * a copy of the socket until it execs, and epoll forgets a file
+	 * only at its last close */
+	if (p->queue)
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, mnl_socket_get_fd(p->queue), NULL);
+	proxy_tls_close(p);
+}

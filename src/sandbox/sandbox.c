@@ -837,6 +837,9 @@ static int release_child(struct follow *f, pid_t pid)
 		return -1;
 	if (f->egress)
 		KIWI_DEBUG(dbg, "run", t, "egress", "veth into the sandbox, nftables table on the host");
+	const char *tls_off = kiwi_egress_tls_kernel_off(f->egress);
+	if (tls_off)
+		KIWI_DEBUG(dbg, "run", 0, "egress", "TLS on 443 through the proxy, not the kernel path: %s", tls_off);
 	bool helper_egress = f->res->helper && f->cfg->egress;
 	if (helper_egress && kiwi_helper_egress_attach(f->res->helper, f->pidfd, f->err) < 0)
 		return -1;

@@ -3,7 +3,7 @@
  * the rest of the sandbox: the child gets a new network and mount
  * namespace (no user namespace, no rootfs), so the tests exercise the
  * host-side filter even against a child that is root in its netns.
- *   egresstool run [--report FILE] [--drop-queue-when FILE] [--KEY VALUE]... -- CMD [ARG...]
+ *   egresstool run [--report FILE] [--drop-queue-when FILE] [--queue-refused yes] [--KEY VALUE]... -- CMD [ARG...]
  *   egresstool bench N [--KEY VALUE]...
  *   egresstool gc
  * KEY is any egress setting (egress, allow-cidr, dns, egress-audit...).
@@ -11,6 +11,8 @@
  * is closed under it, as when its verdict loop dies (tests of failing
  * closed): the socket bound in /proc/net/netfilter/nfnetlink_queue is
  * replaced by /dev/null, so the gate's thread never sees it again.
+ * --queue-refused yes: the table's queue rule is refused as by a kernel
+ * without any queue target (kiwi_egress_config's test_queue_refused).
  * Exit: the command's status, or 125 with one line on stderr. */
 #include "kiwi/cleanup.h"
 #include "kiwi/egress.h"
@@ -64,6 +66,8 @@ static int parse(int argc, char **argv, int i, struct kiwi_egress_config *c, con
 			*report = argv[i + 1];
 		else if (!strcmp(argv[i], "--drop-queue-when"))
 			drop_queue_when = argv[i + 1];
+		else if (!strcmp(argv[i], "--queue-refused"))
+			c->test_queue_refused = !strcmp(argv[i + 1], "yes");
 		else if (kiwi_egress_config_add(c, argv[i] + 2, argv[i + 1], &err) < 0)
 			die(&err);
 	}

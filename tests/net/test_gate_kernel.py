@@ -12,6 +12,7 @@ it, and a dead sandbox's flows stay there (the 300 connections of
 test_many_connections_in_a_row, from ephemeral ports, among them). A port
 one of them had used made NAT pick another, and a flow on the kernel path
 looked like one through the proxy."""
+import ipaddress
 import json
 import subprocess
 import time
@@ -119,6 +120,51 @@ def test_two_sandboxes_at_once_each_have_their_own_queue(egress, world):
         connected(res, "each sandbox on its own queue")
         assert peer_port(res) == src, res
     assert not queues(world) - before, "each queue unbound when its run ended"
+
+
+NFQ_TRIES = 64   # src/net/nfq.c: the numbers a gate tries from its first
+
+
+def own_queues_while(egress, world, scratch, extra, src):
+    """One sandbox: a TLS connection from port src to good.test:443, then
+    the command lingers. Returns (result, report, the queues of this run's
+    gate seen bound once its command ran): a queue bound before the
+    command (the child holds a copy of the socket until it execs) is no
+    queue left bound."""
+    ran = scratch / f"ran-{src}"
+    p = egress.tools["netprobe"]
+    script = f"{p} resolve good.test >/dev/null; {p} tlsx 203.0.113.10 443 good.test 0 {src}; touch {ran}; sleep 1"
+    before, seen = queues(world), set()
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(egress.run, [*extra, *NAMES, "--allow-host", "good.test"], ["/bin/sh", "-c", script])
+        while not run.done():
+            if ran.exists():
+                seen |= queues(world) - before
+            time.sleep(0.05)
+        r, rep = run.result()
+    assert r.returncode == 0, r.stderr
+    first = ((int(ipaddress.IPv4Address(rep["address"])) - 2) >> 2) & 0xffff
+    return json.loads(r.stdout), rep, {q for q in seen if first <= q < first + NFQ_TRIES}
+
+
+def test_a_queue_rule_the_kernel_refuses_is_said_and_its_queue_let_go(egress, world, scratch):
+    """The kernel refuses the table's queue rule (forced with egresstool's
+    --queue-refused, as a kernel with neither nft's queue nor xtables'
+    NFQUEUE refuses it): 443 goes through the proxy, the verdict says so
+    and why, and the gate's queue is not left bound for nothing. The same
+    run without the knob shows its queue bound: the check can see one."""
+    res, rep, bound = own_queues_while(egress, world, scratch, [], 20461)
+    connected(res, "the kernel path")
+    assert peer_port(res) == 20461, res
+    assert "egress_tls_kernel_off" not in rep, rep
+    assert len(bound) == 1, f"the kernel path's queue, seen bound: {bound}"
+
+    res, rep, bound = own_queues_while(egress, world, scratch, ["--queue-refused", "yes"], 20462)
+    connected(res, "through the proxy")
+    assert peer_port(res) != 20462, f"the proxy connects from a port of its own: {res}"
+    off = rep.get("egress_tls_kernel_off", "")
+    assert off.startswith("the kernel refused the queue rule"), rep
+    assert not bound, f"no queue left bound for a table that does not use it: {bound}"
 
 
 def test_with_the_verdict_loop_gone_flows_fail_closed(egress, scratch):
