@@ -3,6 +3,7 @@
 real launcher (user namespace, read-only busybox rootfs, no capabilities
 left) with netprobe inside. Skipped while kiwi-run has no --network."""
 import fcntl
+import ipaddress
 import json
 import os
 import subprocess
@@ -211,3 +212,46 @@ def test_gc_after_kiwi_run_is_killed(run, world, tools):
     assert json.loads(r.stdout)["network_removed"] >= 1, r.stdout
     assert leftovers(world.host) == ([], [])
     assert not lease.exists(), "the lease is gone"
+
+
+# Binds queue numbers argv[1].. (argv[2] of them) with one nfnetlink socket
+# of its own, says so, and holds them until its stdin closes.
+HOLD_QUEUES = r"""
+import socket, struct, sys
+first, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)   # NETLINK_NETFILTER
+s.bind((0, 0))
+for seq, num in enumerate(range(first, first + n), 1):
+    cmd = struct.pack("=HHBBH", 8, 1, 1, 0, 0)               # NFQA_CFG_CMD: BIND
+    body = struct.pack("=BBH", 0, 0, socket.htons(num)) + cmd
+    s.send(struct.pack("=IHHII", 16 + len(body), (3 << 8) | 2, 1 | 4, seq, 0) + body)
+    err = struct.unpack_from("=i", s.recv(4096), 16)[0]
+    if err:
+        sys.exit(f"queue {num}: {-err}")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_no_queue_for_the_name_gate_is_said(run, world):
+    """Every queue number the gate tries is held by this test (one /30
+    pool: the gate's first number is the block's): TLS on 443 goes
+    through the proxy, and kiwi-run says so and why, on a --debug line
+    and in the verdict, instead of falling back in silence."""
+    pool = ipaddress.IPv4Network("10.201.7.0/30")
+    first = (int(pool.network_address) >> 2) & 0xffff
+    holder = subprocess.Popen(world.hx("python3", "-c", HOLD_QUEUES, str(first), "64"), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held", "the test's queues"
+        opts = ["--debug", "--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+                "--allow-host", "good.test", "--dns", "192.0.2.53", "--egress-pool", pool]
+        r, v = run(opts, ["/bin/sh", "-c", f"{PROBE} resolve good.test; {PROBE} tls 203.0.113.10 443 good.test"])
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert r.returncode == 0, r.stderr
+    ok(json.loads(r.stdout.splitlines()[1]), "TLS on 443 through the proxy")
+    off = v.get("egress_tls_kernel_off", "")
+    assert off.startswith("no queue for the name gate"), v
+    assert f"TLS on 443 through the proxy, not the kernel path: {off}" in r.stderr, r.stderr
