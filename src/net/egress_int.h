@@ -37,11 +37,12 @@ struct egress_summary {
 	uint64_t other;               /* attempts whose destination did not fit */
 };
 
+/* Why the name gate's kernel path is not taken (kiwi_egress_tls_kernel_off). */
+#define EGRESS_TLS_OFF_MAX 256
+
 /* What one stretch of a session's life tried (kiwi_egress_tally_since):
  * the verdict's fields, as a whole run's, over its events alone. Plain
  * data: it crosses the session's socket to the exec's client. */
-/* Why the name gate's kernel path is not taken (kiwi_egress_tls_kernel_off). */
-#define EGRESS_TLS_OFF_MAX 256
 struct kiwi_egress_tally {
 	uint32_t magic;
 	struct egress_summary blocked, allowed;
