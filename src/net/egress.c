@@ -4,6 +4,7 @@
  * egress_rules.c, the audit in egress_audit.c. */
 #include "egress_int.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/conntrack.h"
 #include "kiwi/dns_client.h"
 #include "kiwi/fds.h"
 #include "kiwi/fileio.h"
@@ -833,6 +834,16 @@ static void keep_first(kiwi_err *first, const kiwi_err *e, int r)
 		*first = *e;
 }
 
+/* The conntrack entries of the sandbox's flows (kiwi/conntrack.h). */
+static int forget_flows(const struct kiwi_egress *e, kiwi_err *err)
+{
+	uint32_t v4 = htonl(e->block + 2);
+	unsigned n;
+	if (kiwi_ct_forget_source(AF_INET, &v4, &n, err) < 0)
+		return -1;
+	return e->ipv6 ? kiwi_ct_forget_source(AF_INET6, e->sandbox6, &n, err) : 0;
+}
+
 int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 {
 	if (!e)
@@ -852,6 +863,10 @@ int kiwi_egress_teardown(struct kiwi_egress *e, kiwi_err *err)
 	}
 	if (e->table_made)
 		keep_first(err, &one, kiwi_egress_delete_table(e->table, e->nft, &one));
+	/* No way out is left: what its flows left in conntrack goes too,
+	 * while the lock still keeps its address from the next run. */
+	if (e->veth_made)
+		keep_first(err, &one, forget_flows(e, &one));
 	if (e->holder > 0) {
 		/* The table is gone (or ours to delete by gc): no need to wait
 		 * for the sandbox, which is over anyway. */
@@ -952,6 +967,11 @@ int kiwi_egress_gc(unsigned *removed, kiwi_err *err)
 			return -1;
 		}
 		(*removed)++;
+		/* its IPv4 flows' entries (the IPv6 address needs the pool) */
+		uint32_t v4 = htonl((uint32_t)strtoul(id, NULL, 16) + 2);
+		unsigned n;
+		if (kiwi_ct_forget_source(AF_INET, &v4, &n, err) < 0)
+			return -1;
 	}
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
 	struct names links = { v, 0, 256 };

@@ -255,3 +255,23 @@ def test_no_queue_for_the_name_gate_is_said(run, world):
     off = v.get("egress_tls_kernel_off", "")
     assert off.startswith("no queue for the name gate"), v
     assert f"TLS on 443 through the proxy, not the kernel path: {off}" in r.stderr, r.stderr
+
+
+def test_a_sandboxs_flows_leave_no_conntrack_entry_behind(run):
+    """Two sandboxes one after the other, at two addresses (a /30 pool
+    each), each a TLS flow on the kernel path to the same server from
+    source port 20491. The masquerade keeps the second one's port only if
+    the first one's conntrack entry (TIME_WAIT once closed, two minutes)
+    went when the first sandbox ended."""
+    seen = []
+    for pool in ("10.201.8.0/30", "10.201.8.4/30"):
+        opts = ["--network", "egress", "--egress", "host_allowlist", "--allow-cidr", "203.0.113.0/24",
+                "--allow-host", "good.test", "--dns", "192.0.2.53", "--egress-pool", pool]
+        r, v = run(opts, ["/bin/sh", "-c", f"{PROBE} resolve good.test >/dev/null; "
+                                           f"{PROBE} tlsx 203.0.113.10 443 good.test 0 20491"])
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout.splitlines()[-1])
+        ok(res, "TLS on 443")
+        assert "egress_tls_kernel_off" not in v, v
+        seen.append(int(res["reply"].split()[3]))
+    assert seen == [20491, 20491], f"the server saw ports {seen}: the first sandbox's entry was left"
