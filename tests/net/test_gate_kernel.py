@@ -8,10 +8,13 @@ kept) on the kernel path, a port of the gate's own through the proxy.
 
 Those source ports sit below the ephemeral range (32768-60999): masquerade
 keeps a port only while no other flow in the host's conntrack table holds
-it, and a dead sandbox's flows stay there (the 300 connections of
-test_many_connections_in_a_row, from ephemeral ports, among them). A port
-one of them had used made NAT pick another, and a flow on the kernel path
-looked like one through the proxy."""
+it. A dead sandbox's flows stayed there until 337d3eb (the 300 connections
+of test_many_connections_in_a_row, from ephemeral ports, among them): a
+port one of them had used made NAT pick another, and a flow on the kernel
+path looked like one through the proxy. Teardown now deletes them
+(test_kiwi_run.py: test_a_sandboxs_flows_leave_no_conntrack_entry_behind);
+the ports stay out of the range that any other flow of the test's host
+may hold."""
 import ipaddress
 import json
 import subprocess
