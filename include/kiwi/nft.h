@@ -93,6 +93,8 @@ void kiwi_nft_dnat4(struct nftnl_rule *r, uint32_t addr, uint16_t port);
  * committed transactions' destruction first), so a caller that cares
  * keeps it open and closes it later. */
 struct mnl_socket *kiwi_nft_open(kiwi_err *err);
+void kiwi_nft_sock_closep(struct mnl_socket **nl);
+#define _cleanup_nft_sock_ __attribute__((cleanup(kiwi_nft_sock_closep)))
 /* Sends the batch on sock (NULL: a socket of its own) and waits for the
  * kernel's answer. */
 int kiwi_nft_commit(struct kiwi_nft *n, struct mnl_socket *sock, kiwi_err *err);

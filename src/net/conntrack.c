@@ -43,57 +43,59 @@ struct found {
 	bool oom;
 };
 
-static void mnl_closep(struct mnl_socket **nl)
-{
-	if (*nl)
-		mnl_socket_close(*nl);
-}
-
-static int attrs_of(const struct nlattr *a, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(a);
-	if (type <= CTA_MAX)
-		tb[type] = a;
-	return MNL_CB_OK;
-}
-
-/* Whether the original tuple's source is the address asked about. */
+/* Whether the original tuple's source is the address asked about. Each
+ * level is walked, not parsed into a table: a kernel newer than our
+ * headers may send attributes past their MAX. */
 static bool from_source(const struct nlattr *orig, const struct found *f)
 {
-	const struct nlattr *tuple[CTA_TUPLE_MAX + 1] = { 0 }, *ip[CTA_IP_MAX + 1] = { 0 };
-	if (mnl_attr_parse_nested(orig, attrs_of, tuple) < 0 || !tuple[CTA_TUPLE_IP] ||
-	    mnl_attr_parse_nested(tuple[CTA_TUPLE_IP], attrs_of, ip) < 0)
+	uint16_t want = f->family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC;
+	const struct nlattr *t, *a;
+	mnl_attr_for_each_nested(t, orig) {
+		if (mnl_attr_get_type(t) != CTA_TUPLE_IP)
+			continue;
+		mnl_attr_for_each_nested(a, t)
+			if (mnl_attr_get_type(a) == want)
+				return mnl_attr_get_payload_len(a) == f->addr_len &&
+				       !memcmp(mnl_attr_get_payload(a), f->addr, f->addr_len);
+	}
+	return false;
+}
+
+/* Room for one more entry; false when out of memory. */
+static bool grow(struct found *f)
+{
+	if (f->n < f->max)
+		return true;
+	size_t max = f->max ? f->max * 2 : 16;
+	struct entry *v = realloc(f->v, max * sizeof(*v));
+	if (!v)
 		return false;
-	const struct nlattr *src = ip[f->family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC];
-	return src && mnl_attr_get_payload_len(src) == f->addr_len &&
-	       !memcmp(mnl_attr_get_payload(src), f->addr, f->addr_len);
+	f->v = v;
+	f->max = max;
+	return true;
 }
 
 static int keep_entry(const struct nlmsghdr *nlh, void *data)
 {
 	struct found *f = data;
-	const struct nlattr *tb[CTA_MAX + 1] = { 0 };
-	if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), attrs_of, tb) < 0 || !tb[CTA_TUPLE_ORIG])
+	const struct nlattr *a, *orig = NULL, *zone = NULL;
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
+			orig = a;
+		else if (mnl_attr_get_type(a) == CTA_ZONE && mnl_attr_get_payload_len(a) == 2)
+			zone = a;
+	}
+	if (!orig || orig->nla_len > TUPLE_MAX || !from_source(orig, f))
 		return MNL_CB_OK;
-	const struct nlattr *orig = tb[CTA_TUPLE_ORIG];
-	if (orig->nla_len > TUPLE_MAX || !from_source(orig, f))
-		return MNL_CB_OK;
-	if (f->n == f->max) {
-		size_t max = f->max ? f->max * 2 : 16;
-		struct entry *v = realloc(f->v, max * sizeof(*v));
-		if (!v) {
-			f->oom = true;
-			return MNL_CB_STOP;
-		}
-		f->v = v;
-		f->max = max;
+	if (!grow(f)) {
+		f->oom = true;
+		return MNL_CB_STOP;
 	}
 	struct entry *e = &f->v[f->n++];
 	e->len = orig->nla_len;
 	memcpy(e->tuple, orig, orig->nla_len);
-	e->has_zone = tb[CTA_ZONE] && mnl_attr_get_payload_len(tb[CTA_ZONE]) == 2;
-	e->zone = e->has_zone ? mnl_attr_get_u16(tb[CTA_ZONE]) : 0;
+	e->has_zone = zone;
+	e->zone = zone ? mnl_attr_get_u16(zone) : 0;
 	return MNL_CB_OK;
 }
 
@@ -168,35 +170,32 @@ static bool no_ctnetlink(int e)
 	return e == EINVAL || e == EOPNOTSUPP || e == EPROTONOSUPPORT || e == ENOENT;
 }
 
+static void found_release(struct found *f)
+{
+	free(f->v);
+}
+
 int kiwi_ct_forget_source(int family, const void *addr, unsigned *forgotten, kiwi_err *err)
 {
 	*forgotten = 0;
-	__attribute__((cleanup(mnl_closep))) struct mnl_socket *nl = kiwi_nft_open(err);
+	_cleanup_nft_sock_ struct mnl_socket *nl = kiwi_nft_open(err);
 	if (!nl)
 		return -1;
-	struct found f = { .family = family, .addr = addr, .addr_len = family == AF_INET ? 4 : 16 };
+	_cleanup_(found_release) struct found f = { .family = family, .addr = addr,
+						    .addr_len = family == AF_INET ? 4 : 16 };
 	int r = dump(nl, &f, true);
 	if (r < 0 && no_ctnetlink(errno)) {   /* before Linux 5.8: no filter, ours alone */
 		f.n = 0;
 		r = dump(nl, &f, false);
-		if (r < 0 && no_ctnetlink(errno)) {
-			free(f.v);
+		if (r < 0 && no_ctnetlink(errno))
 			return 0;
-		}
 	}
-	if (r < 0) {
-		int e = errno;
-		free(f.v);
-		return kiwi_error(err, e, STEP, "cannot list the sandbox's connection-tracking entries");
-	}
+	if (r < 0)
+		return kiwi_error(err, errno, STEP, "cannot list the sandbox's connection-tracking entries");
 	for (size_t i = 0; i < f.n; i++) {
-		if (forget(nl, &f.v[i], family, (uint32_t)i + 1) < 0) {
-			int e = errno;
-			free(f.v);
-			return kiwi_error(err, e, STEP, "cannot delete a connection-tracking entry of the sandbox");
-		}
+		if (forget(nl, &f.v[i], family, (uint32_t)i + 1) < 0)
+			return kiwi_error(err, errno, STEP, "cannot delete a connection-tracking entry of the sandbox");
 		(*forgotten)++;
 	}
-	free(f.v);
 	return 0;
 }

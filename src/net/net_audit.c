@@ -48,12 +48,6 @@
 /* lo is always the first device of a network namespace. */
 #define LOOPBACK_IFINDEX 1
 
-static void mnl_closep(struct mnl_socket **nl)
-{
-	if (*nl)
-		mnl_socket_close(*nl);
-}
-
 /* The fd of nl, kept open, with libmnl's wrapper freed. */
 static int keep_fd(struct mnl_socket *nl, kiwi_err *err)
 {
@@ -120,7 +114,7 @@ static int build_table(int *parked, kiwi_err *err)
 		return -1;
 	kiwi_nft_add_table(n, 0);
 	output_chain(n);
-	__attribute__((cleanup(mnl_closep))) struct mnl_socket *nl = kiwi_nft_open(err);
+	_cleanup_nft_sock_ struct mnl_socket *nl = kiwi_nft_open(err);
 	if (!nl || kiwi_nft_commit(n, nl, err) < 0)
 		return -1;
 	*parked = keep_fd(TAKE_PTR(nl), err);

@@ -564,7 +564,7 @@ void kiwi_nft_dnat4(struct nftnl_rule *r, uint32_t addr, uint16_t port)
 
 /* ---- talking to the kernel ---- */
 
-static void mnl_closep(struct mnl_socket **nl)
+void kiwi_nft_sock_closep(struct mnl_socket **nl)
 {
 	if (*nl)
 		mnl_socket_close(*nl);
@@ -614,7 +614,7 @@ int kiwi_nft_commit(struct kiwi_nft *n, struct mnl_socket *sock, kiwi_err *err)
 		return kiwi_error(err, ENOMEM, "nftables", "cannot build the batch for table `%s`", n->table);
 	struct nlmsghdr *nlh = nftnl_batch_end(n->buf + n->len, n->seq++);
 	n->len += NLMSG_ALIGN(nlh->nlmsg_len);
-	__attribute__((cleanup(mnl_closep))) struct mnl_socket *own = sock ? NULL : kiwi_nft_open(err);
+	_cleanup_nft_sock_ struct mnl_socket *own = sock ? NULL : kiwi_nft_open(err);
 	struct mnl_socket *nl = sock ? sock : own;
 	if (!nl)
 		return -1;
@@ -648,7 +648,7 @@ static int table_cb(const struct nlmsghdr *nlh, void *data)
 int kiwi_nft_tables_named(int family, const char *prefix, void (*fn)(const char *name, void *arg),
 			  void *arg, kiwi_err *err)
 {
-	__attribute__((cleanup(mnl_closep))) struct mnl_socket *nl = kiwi_nft_open(err);
+	_cleanup_nft_sock_ struct mnl_socket *nl = kiwi_nft_open(err);
 	if (!nl)
 		return -1;
 	char buf[MNL_SOCKET_BUFFER_SIZE];
