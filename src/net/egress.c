@@ -967,11 +967,13 @@ int kiwi_egress_gc(unsigned *removed, kiwi_err *err)
 			return -1;
 		}
 		(*removed)++;
-		/* its IPv4 flows' entries (the IPv6 address needs the pool) */
+		/* Its IPv4 flows' entries (the IPv6 address needs the pool).
+		 * Best effort: they also expire on their own, and the tables
+		 * and links below must not wait on them. */
 		uint32_t v4 = htonl((uint32_t)strtoul(id, NULL, 16) + 2);
 		unsigned n;
-		if (kiwi_ct_forget_source(AF_INET, &v4, &n, err) < 0)
-			return -1;
+		kiwi_err ignored = { 0 };
+		kiwi_ct_forget_source(AF_INET, &v4, &n, &ignored);
 	}
 	_cleanup_rtnl_ struct mnl_socket *nl = kiwi_rtnl_open(err);
 	struct names links = { v, 0, 256 };
