@@ -1137,8 +1137,17 @@ static int reap_cgroup(int pfd, const char *name, int fd, const char *shown, kiw
 	if (unlinkat(pfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
 		return 0;
 	if (kill_fd(fd, shown, err) < 0 || wait_empty(fd, shown, err) < 0 ||
-	    remove_children(fd, shown, 0, err) < 0)
+	    remove_children(fd, shown, 0, err) < 0) {
+		/* Removed meanwhile by whoever owns the cgroup above (a
+		 * session's end takes its execs' with it): its files answer
+		 * ENODEV then, and gone is what was wanted. */
+		if (faccessat(pfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+			if (err)
+				*err = (kiwi_err){ 0 };
+			return 0;
+		}
 		return -1;
+	}
 	for (int i = 0; unlinkat(pfd, name, AT_REMOVEDIR) < 0; i++) {
 		if (errno == ENOENT)
 			return 0;

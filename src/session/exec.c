@@ -435,16 +435,8 @@ static void finish(struct client *c)
 	/* Kept: what it left runs on in its cgroup, removed with the session. */
 	if (c->x->keep_background)
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
-	else if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0) {
-		/* Removed meanwhile with the session's own (its end): gone is
-		 * what we wanted. The kernel says so of a removed cgroup's
-		 * files with ENODEV. */
-		int e = res->cleanup_error.errnum;
-		if (e == ENODEV || e == ENOENT)
-			res->cleanup_error = (kiwi_err){ 0 };
-		else
-			res->cleanup_failed = true;
-	}
+	else if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0)
+		res->cleanup_failed = true;
 }
 
 static int open_streams(struct client *c)
