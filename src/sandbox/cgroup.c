@@ -332,12 +332,17 @@ int kiwi_cgroup_hierarchies(char *v2, size_t len, bool *v1, kiwi_err *err)
 /* Mount point of the unified hierarchy. */
 static int find_mount(char *out, size_t len, kiwi_err *err)
 {
-	/* Where every pure cgroup v2 host has it; hybrid hosts have a tmpfs there. */
+	/* Where every pure cgroup v2 host has it; hybrid hosts have a tmpfs
+	 * there and (systemd's layout) the unified hierarchy below it. */
+	static const char *const usual[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
 	struct statfs sf;
-	if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC) {
-		snprintf(out, len, "/sys/fs/cgroup");
-		return 0;
-	}
+	for (size_t i = 0; i < KIWI_ARRAY_SIZE(usual); i++)
+		if (statfs(usual[i], &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC) {
+			snprintf(out, len, "%s", usual[i]);
+			return 0;
+		}
+	/* Elsewhere: mountinfo says (a read that costs tens of
+	 * microseconds, paid by every session client: bench/RESULTS.md). */
 	if (kiwi_cgroup_hierarchies(out, len, NULL, err) < 0)
 		return -1;
 	if (!out[0])
