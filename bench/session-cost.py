@@ -213,10 +213,20 @@ def latency(a, k, rootfs):
         print(f"session cycle / crun cycle, p50: {ratio(t['cycle'], t['crun_cycle']):.2f}x")
 
 
+def tree(pid):
+    """pid and its descendants."""
+    out = [pid]
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        for c in (t / "children").read_text().split():
+            out += tree(int(c))
+    return out
+
+
 def density(a, k, rootfs):
     """N idle sessions: MemAvailable before and after (everything:
     processes, page tables, the kernel's namespaces), and the PSS of the
-    two processes each keeps (supervisor, pid 1)."""
+    processes each keeps (supervisor; pid 1 and the leader waiting
+    beside it for the next exec)."""
     ids = []
     load = os.getloadavg()[0]
     m0 = meminfo()
@@ -231,7 +241,8 @@ def density(a, k, rootfs):
         for e in json.loads(run([k, "session", "list", "--json"]).stdout):
             if e["id"] in ids:
                 sup.append(pss_kib(e["supervisor_pid"]))
-                pid1.append(pss_kib(e["pid"]))
+                # pid 1 and what waits beside it (the next exec's leader)
+                pid1.append(sum(pss_kib(p) for p in tree(e["pid"])))
     finally:
         for s in ids:
             subprocess.run([k, "session", "destroy", s], capture_output=True)
