@@ -105,6 +105,9 @@ int kiwi_cgroup_enable_children(struct kiwi_cgroup *cg, kiwi_err *err);
  * one OOM group (memory.oom.group, where memory is on): kiwi_cgroup_destroy()
  * kills what is in it and removes it. */
 int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
+/* A child made by someone else (a session's supervisor): opened, not made
+ * and not written to. */
+int kiwi_cgroup_open_made(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err);
 /* Moves pid into cg (cgroup.procs). */
 int kiwi_cgroup_enter(struct kiwi_cgroup *cg, pid_t pid, kiwi_err *err);
 /* Delegation of cgroup.procs alone (a session's pid 1 starts each exec's

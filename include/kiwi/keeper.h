@@ -7,9 +7,17 @@
  * session's supervisor accepted and checked) is handed to pid 1 with
  * KIWI_SYNC_EXEC_CONN; from then on the client talks to the leader alone:
  *
- *   client -> supervisor  'x', with an O_DIRECTORY fd of the exec's own
- *                      cgroup, made beforehand, where the session has a
- *                      cgroup; it goes on to pid 1 with the connection
+ *   client -> supervisor  'x' (or 'i') and KIWI_SESSION_EXEC_CGROUP_FROM_SESSION:
+ *                      the supervisor gives the exec its own cgroup,
+ *                      <session>/exec-<number>: the one it made ahead, whose
+ *                      leader pid 1 started in it then (KIWI_SYNC_EXEC_WARM,
+ *                      once the session is ready), else one made now
+ *   supervisor -> client KIWI_EXEC_CGROUP: value the number, flags
+ *                      KIWI_EXEC_CGROUP_MADE (none: the exec has no cgroup of
+ *                      its own) and KIWI_EXEC_CGROUP_WARM; then the connection
+ *                      goes on to pid 1 (with that cgroup's directory, or to
+ *                      the leader waiting in it). An older client sends 'x'
+ *                      alone, with an O_DIRECTORY fd of a cgroup it made.
  *   client -> leader   KIWI_EXEC_REQUEST + strings, stdin/stdout/stderr fds
  *   leader -> client   KIWI_EXEC_READY + a pidfd of the leader: flags
  *                      KIWI_EXEC_IN_CGROUP when pid 1 started it in the
@@ -23,6 +31,12 @@
  *   client -> leader   KIWI_EXEC_KILL (timeout, signals) at any time
  *   leader -> client   KIWI_EXEC_EXIT once the command and, unless kept,
  *                      everything it started are gone
+ *
+ * The leader started ahead also forks its command's process ahead: signals
+ * reset, a session of its own, and, with the built-in seccomp profile,
+ * Landlock and the filter loaded; it gets the request from the leader and
+ * only sets up its fds and working directory before its exec. Any other
+ * profile is loaded last, as a cold leader's command does.
  *
  * The leader is a child subreaper: whatever the command leaves behind is
  * re-parented to it, so it can end the exec's whole tree without a cgroup.
@@ -47,6 +61,7 @@ enum kiwi_exec_type {
 	KIWI_EXEC_EXIT,
 	KIWI_EXEC_PTY,            /* leader -> client, before READY with KIWI_EXEC_TTY: the master */
 	KIWI_EXEC_SNAPSHOT,       /* supervisor -> snapshot client: the writable layer (kiwi/session.h) */
+	KIWI_EXEC_CGROUP,         /* supervisor -> exec client, first: the exec's cgroup */
 };
 
 #define KIWI_EXEC_KEEP_BACKGROUND 1u   /* REQUEST: leave what the command started running */
@@ -69,6 +84,11 @@ enum kiwi_exec_type {
  * ignore the flag and wait for GO, which the client then sends. */
 #define KIWI_EXEC_GO_IF_MOVED 16u
 
+/* CGROUP: value is the number of the exec's cgroup, <session>/exec-%08x;
+ * without KIWI_EXEC_CGROUP_MADE the exec has none. */
+#define KIWI_EXEC_CGROUP_MADE 1u
+/* CGROUP: made ahead, with the exec's leader waiting in it. */
+#define KIWI_EXEC_CGROUP_WARM 2u
 /* READY: the leader was born in the exec's cgroup. */
 #define KIWI_EXEC_IN_CGROUP 1u
 /* READY: the leader goes on without GO (KIWI_EXEC_GO_IF_MOVED). */

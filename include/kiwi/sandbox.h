@@ -80,6 +80,10 @@ struct kiwi_session_seal_reply {
  * the seal is under way: pid 1 would start it after its purge, where the
  * purge cannot reach it. */
 #define KIWI_SESSION_OP_EXEC_BEFORE_VERIFY 'i'
+/* The second byte of an exec's ('x', 'i') first message: the supervisor
+ * gives the exec its cgroup (KIWI_EXEC_CGROUP, kiwi/keeper.h), where a
+ * client that sends one byte brings one it made. */
+#define KIWI_SESSION_EXEC_CGROUP_FROM_SESSION 'c'
 #define KIWI_SESSION_STEP_SEALED "session_sealed"
 /* TALLY: where the session's egress audit stands (a mark, kiwi/egress.h)
  * and whether it is sealed; with has_since, a second message holds the

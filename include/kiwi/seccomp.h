@@ -49,6 +49,10 @@ static inline void kiwi_seccomp_freep(struct kiwi_seccomp **f)
 struct sock_fprog;
 const struct sock_fprog *kiwi_seccomp_program(const struct kiwi_seccomp *f);
 unsigned int kiwi_seccomp_flags(const struct kiwi_seccomp *f);
+/* The built-in default profile: it allows what a command's process does
+ * between loading it and its exec (keeper.c loads it ahead, in the process
+ * made for a session's next exec); any other profile is loaded last. */
+bool kiwi_seccomp_builtin(const struct kiwi_seccomp *f);
 const char *kiwi_seccomp_default_text(size_t *len);
 
 #endif

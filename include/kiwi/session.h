@@ -28,9 +28,6 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err);
 /* The same with a whole request (its first byte the op). */
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err);
-/* kiwi_session_connect() with fd (>= 0) attached to the op: an exec's
- * cgroup, for the session's pid 1 (kiwi/keeper.h). */
-int kiwi_session_connect_fd(const struct kiwi_registry_entry *e, char op, int fd, kiwi_err *err);
 /* KIWI_SESSION_OP_TALLY (kiwi/sandbox.h): *r; with since and tally, the
  * attempts since that mark (freed with free()); *audit_fd (NULL: closed):
  * a sealed session's network audit log, else -1. */

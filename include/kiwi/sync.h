@@ -38,6 +38,9 @@ enum kiwi_sync_type {
 	                           * made rides along, to take the reserved disk_fd */
 	KIWI_SYNC_BIND_FD,        /* parent -> init  before #1: bind value's idmapped tree from
 	                           * kiwi-helper rides along, to take its reserved fd */
+	KIWI_SYNC_EXEC_WARM,      /* parent -> init  a session: the next exec's cgroup rides
+	                           * along; pid 1 starts that exec's leader in it now */
+	KIWI_SYNC_EXEC_WARMED,    /* init -> parent  value: 0, the leader waits; else why not */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */
@@ -49,6 +52,9 @@ enum kiwi_sync_type {
 /* init -> parent, EXEC_OK of a session: pid 1's cgroup namespace is rooted
  * at the session's cgroup (else at its leaf, keeper). */
 #define KIWI_SYNC_CGROUPNS_AT_SESSION 8u
+/* EXEC_CONN: no cgroup rides along: the exec is the one warmed up last
+ * (KIWI_SYNC_EXEC_WARM). */
+#define KIWI_SYNC_EXEC_WARMED_ONE 16u
 
 struct kiwi_sync_msg {
 	uint32_t type;

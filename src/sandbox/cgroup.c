@@ -906,7 +906,19 @@ int kiwi_cgroup_open_leaf(struct kiwi_cgroup *cg, const char *leaf, kiwi_err *er
 	return open_cg_dir(cg->fd, leaf, cg->path, err);
 }
 
+static int open_child(const char *name, const char *leaf, bool make, struct kiwi_cgroup **out, kiwi_err *err);
+
 int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err)
+{
+	return open_child(name, leaf, true, out, err);
+}
+
+int kiwi_cgroup_open_made(const char *name, const char *leaf, struct kiwi_cgroup **out, kiwi_err *err)
+{
+	return open_child(name, leaf, false, out, err);
+}
+
+static int open_child(const char *name, const char *leaf, bool make, struct kiwi_cgroup **out, kiwi_err *err)
 {
 	char mount[PATH_MAX];
 	if (name[0] != '/' || strstr(name, "/..") || find_mount(mount, sizeof(mount), err) < 0)
@@ -919,15 +931,17 @@ int kiwi_cgroup_open_child(const char *name, const char *leaf, struct kiwi_cgrou
 		kiwi_cgroup_forget(cg);
 		return kiwi_error(err, ENOMEM, "cgroup", "out of memory");
 	}
-	if (mkdir(cg->path, 0755) < 0 && errno != EEXIST) {
+	if (make && mkdir(cg->path, 0755) < 0 && errno != EEXIST) {
 		kiwi_error(err, errno, "cgroup", "cannot create `%s`", cg->path);
 		kiwi_cgroup_forget(cg);
 		return -1;
 	}
 	cg->fd = open_cg_dir(AT_FDCWD, cg->path, cg->path, err);
-	if (cg->fd < 0) {
-		kiwi_cgroup_forget(cg);
-		return -1;
+	if (cg->fd < 0 || !make) {
+		if (cg->fd < 0)
+			kiwi_cgroup_forget(TAKE_PTR(cg));
+		*out = cg;
+		return cg ? 0 : -1;
 	}
 	/* What an OOM kill hits in it, it hits whole. */
 	if (write_raw(cg->fd, "memory.oom.group", "1") < 0 && errno != ENOENT) {

@@ -90,23 +90,44 @@ struct start_report {
 	kiwi_err err;
 };
 
-/* The command's process, between fork and exec, already without
- * privileges: its working directory and program are looked up with only
- * the rights the command itself will have. */
-_Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
+/* The command's process, first thing after the fork: exec keeps ignored
+ * signals ignored, and the caller's (nohup, a shell's background job) and
+ * our own SIGPIPE must not reach the command; and a session of its own:
+ * no controlling terminal to push input into. */
+void kiwi_init_command_reset(void)
 {
-	const struct kiwi_sandbox_config *cfg = args->cfg;
-	kiwi_err err = { 0 };
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* exec keeps ignored signals ignored: the caller's (nohup, a shell's
-	 * background job) and our own SIGPIPE must not reach the command. */
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
-	/* A session of its own: no controlling terminal to push input into. */
 	setsid();
+}
+
+/* Landlock, then the seccomp filter: from there on the filter judges
+ * every call, execve included. */
+int kiwi_init_command_restrict(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
+{
+	if (cfg->landlock) {
+		struct kiwi_landlock_rules rules = {
+			.root_writable = cfg->rw_root, .binds = cfg->binds, .n_binds = cfg->n_binds,
+		};
+		if (kiwi_landlock_restrict(&rules, err) < 0)
+			return -1;
+	}
+	if (cfg->seccomp && kiwi_seccomp_load(cfg->seccomp, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* The rest, already without privileges: its working directory and program
+ * are looked up with only the rights the command itself will have. The
+ * restrictions come last unless they came first (restricted). */
+_Noreturn void kiwi_init_command_exec(const struct kiwi_init_args *args, int errfd, bool restricted)
+{
+	const struct kiwi_sandbox_config *cfg = args->cfg;
+	kiwi_err err = { 0 };
 	/* No capability to drop here: pid 1 dropped them all before the fork,
 	 * and empty sets, locked securebits and no_new_privs are inherited. */
 	if (become_stdio(args->stdin_fd, 0, &err) < 0 || become_stdio(args->stdout_fd, 1, &err) < 0 ||
@@ -123,15 +144,7 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 		kiwi_error(&err, errno, "cwd", "cannot enter working directory `%s`", cfg->cwd);
 		goto fail;
 	}
-	if (cfg->landlock) {
-		struct kiwi_landlock_rules rules = {
-			.root_writable = cfg->rw_root, .binds = cfg->binds, .n_binds = cfg->n_binds,
-		};
-		if (kiwi_landlock_restrict(&rules, &err) < 0)
-			goto fail;
-	}
-	/* Last: from here on the filter judges every call, execve included. */
-	if (cfg->seccomp && kiwi_seccomp_load(cfg->seccomp, &err) < 0)
+	if (!restricted && kiwi_init_command_restrict(cfg, &err) < 0)
 		goto fail;
 	environ = (char **)cfg->envp;
 	/* The command's clock starts here, not when pid 1 next runs: wall_ms
@@ -140,8 +153,13 @@ _Noreturn static void exec_command(const struct kiwi_init_args *args, int errfd)
 	(void)!write(errfd, &starting, sizeof(starting));
 	execvp(cfg->argv[0], cfg->argv);
 	kiwi_error(&err, errno, "exec", "cannot execute `%s`", cfg->argv[0]);
-fail:;
-	struct start_report failed = { .failed = 1, .err = err };
+fail:
+	kiwi_init_command_failed(errfd, &err);
+}
+
+_Noreturn void kiwi_init_command_failed(int errfd, const kiwi_err *err)
+{
+	struct start_report failed = { .failed = 1, .err = *err };
 	(void)!write(errfd, &failed, sizeof(failed));
 	_exit(127);
 }
@@ -189,10 +207,7 @@ static void hide_inherited_memory(void)
 	memcpy((void *)area[0], title, len > sizeof(title) ? sizeof(title) : len - 1);
 }
 
-/* Forks the command and waits until its exec succeeded or failed: a
- * close-on-exec pipe stays silent on success and carries the error
- * otherwise. */
-static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err)
+pid_t kiwi_init_fork_command(int *report, kiwi_err *err)
 {
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -203,17 +218,19 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 		close(pipefd[1]);
 		return kiwi_error(err, errno, "exec", "cannot fork the command");
 	}
-	if (pid == 0) {
-		close(pipefd[0]);
-		exec_command(args, pipefd[1]);
-	}
-	close(pipefd[1]);
+	close(pipefd[pid == 0 ? 0 : 1]);
+	*report = pipefd[pid == 0 ? 1 : 0];
+	return pid;
+}
+
+pid_t kiwi_init_command_started(pid_t pid, int report, int64_t *exec_ns, kiwi_err *err)
+{
 	/* Reports until EOF, which comes with a successful exec; the last one
 	 * says how it went. */
 	struct start_report reports[2], *last = NULL;
 	size_t got = 0;
 	for (;;) {
-		ssize_t n = read(pipefd[0], (char *)reports + got, sizeof(reports) - got);
+		ssize_t n = read(report, (char *)reports + got, sizeof(reports) - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -222,7 +239,7 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 		if (got == sizeof(reports))
 			break;
 	}
-	close(pipefd[0]);
+	close(report);
 	if (got >= sizeof(reports[0]) && got % sizeof(reports[0]) == 0)
 		last = &reports[got / sizeof(reports[0]) - 1];
 	if (last && !last->failed) {
@@ -234,6 +251,20 @@ static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, 
 	else
 		kiwi_error(err, EPROTO, "exec", "lost the command's start-up report");
 	return -1;
+}
+
+/* Forks the command and waits until its exec succeeded or failed: a
+ * close-on-exec pipe stays silent on success and carries the error
+ * otherwise. */
+static pid_t start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err)
+{
+	int report;
+	pid_t pid = kiwi_init_fork_command(&report, err);
+	if (pid == 0) {
+		kiwi_init_command_reset();
+		kiwi_init_command_exec(args, report, false);
+	}
+	return pid < 0 ? -1 : kiwi_init_command_started(pid, report, exec_ns, err);
 }
 
 pid_t kiwi_init_start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err)

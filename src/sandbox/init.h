@@ -30,4 +30,16 @@ _Noreturn void kiwi_init_main(const struct kiwi_init_args *args);
  * pid 1 starts a run's. */
 pid_t kiwi_init_start_command(const struct kiwi_init_args *args, int64_t *exec_ns, kiwi_err *err);
 
+/* The same in steps, for a command's process made ahead (keeper.c):
+ * fork with the start-up report's pipe (*report: the child's write end,
+ * the parent's read end); in the child, reset, optionally restrict
+ * first, then exec (or report a failure); in the parent, wait for the
+ * report: the pid once it exec'd, -1 with why it did not. */
+pid_t kiwi_init_fork_command(int *report, kiwi_err *err);
+void kiwi_init_command_reset(void);
+int kiwi_init_command_restrict(const struct kiwi_sandbox_config *cfg, kiwi_err *err);
+_Noreturn void kiwi_init_command_exec(const struct kiwi_init_args *args, int errfd, bool restricted);
+_Noreturn void kiwi_init_command_failed(int errfd, const kiwi_err *err);
+pid_t kiwi_init_command_started(pid_t pid, int report, int64_t *exec_ns, kiwi_err *err);
+
 #endif

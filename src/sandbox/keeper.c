@@ -7,9 +7,11 @@
 #include "kiwi/keeper.h"
 #include "init.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/fds.h"
 #include "kiwi/fslayer.h"
 #include "kiwi/openat2.h"
 #include "kiwi/pty.h"
+#include "kiwi/seccomp.h"
 #include "kiwi/spawn.h"
 #include "kiwi/sync.h"
 
@@ -151,15 +153,37 @@ static int open_exec_pty(struct leader *l, kiwi_err *err)
 	return r < 0 ? kiwi_error(err, errno, "tty", "cannot pass the terminal to kiwi-run") : 0;
 }
 
+/* The command's configuration: the session's, with the exec's argv,
+ * environment, working directory and terminal. */
+static void exec_config(const struct leader *l, const struct kiwi_init_args *args, struct kiwi_sandbox_config *cfg)
+{
+	*cfg = *args->cfg;
+	cfg->argv = l->req.argv;
+	cfg->envp = l->envp;
+	cfg->cwd = l->req.cwd[0] ? l->req.cwd : args->cfg->cwd;
+	cfg->tty = l->req.flags & KIWI_EXEC_TTY;
+	cfg->preserve_fds = NULL;
+	cfg->n_preserve_fds = 0;
+}
+
+static void close_request_fds(struct leader *l)
+{
+	int closed = -1;
+	for (int i = 0; i < 3; i++)
+		if (l->req.fds[i] >= 0 && l->req.fds[i] != closed)
+			close(closed = l->req.fds[i]);
+}
+
+static void send_started(struct leader *l, int64_t exec_ns)
+{
+	struct kiwi_exec_msg m = { .type = KIWI_EXEC_STARTED, .mono_ns = exec_ns };
+	kiwi_exec_send(l->conn, &m, -1);
+}
+
 static int start(struct leader *l, const struct kiwi_init_args *args, kiwi_err *err)
 {
-	struct kiwi_sandbox_config cfg = *args->cfg;
-	cfg.argv = l->req.argv;
-	cfg.envp = l->envp;
-	cfg.cwd = l->req.cwd[0] ? l->req.cwd : args->cfg->cwd;
-	cfg.tty = l->req.flags & KIWI_EXEC_TTY;
-	cfg.preserve_fds = NULL;
-	cfg.n_preserve_fds = 0;
+	struct kiwi_sandbox_config cfg;
+	exec_config(l, args, &cfg);
 	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct kiwi_init_args a = *args;
 	a.cfg = &cfg;
@@ -168,14 +192,108 @@ static int start(struct leader *l, const struct kiwi_init_args *args, kiwi_err *
 	a.stderr_fd = l->req.fds[2] >= 0 ? l->req.fds[2] : null;
 	int64_t exec_ns = 0;
 	l->cmd = kiwi_init_start_command(&a, &exec_ns, err);
-	int closed = -1;
-	for (int i = 0; i < 3; i++)
-		if (l->req.fds[i] >= 0 && l->req.fds[i] != closed)
-			close(closed = l->req.fds[i]);
+	close_request_fds(l);
 	if (l->cmd < 0)
 		return -1;
-	struct kiwi_exec_msg m = { .type = KIWI_EXEC_STARTED, .mono_ns = exec_ns };
-	kiwi_exec_send(l->conn, &m, -1);
+	send_started(l, exec_ns);
+	return 0;
+}
+
+/* ---- the command made ahead ------------------------------------------ */
+
+/* A warm leader's next command, forked while no one waits for it: its
+ * signals reset and its own session made, and with the built-in seccomp
+ * profile (which allows what it does until its exec) Landlock and the
+ * filter loaded too. It waits on ctl for the exec's request, which the
+ * leader forwards once checked; *report is the start-up report's pipe,
+ * as kiwi_init_start_command's. pid < 0: none (the leader forks one when
+ * the request comes, as a cold leader does). */
+struct ahead {
+	pid_t pid;
+	int ctl, report;
+};
+
+_Noreturn static void command_ahead_main(const struct kiwi_init_args *args, int ctl, int report)
+{
+	const struct kiwi_sandbox_config *session = args->cfg;
+	kiwi_init_command_reset();
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	bool early = !session->seccomp || kiwi_seccomp_builtin(session->seccomp);
+	kiwi_err err = { 0 };
+	if (early && kiwi_init_command_restrict(session, &err) < 0)
+		kiwi_init_command_failed(report, &err);
+	struct leader l = { .conn = ctl, .cmd = -1 };
+	_cleanup_free_ char *buf = NULL;
+	if (kiwi_exec_recv_request(ctl, &l.req, &buf, &err) < 0)
+		_exit(127);  /* the leader gave up on us: it reports for itself */
+	if (merge_env(&l, session->envp) < 0) {
+		kiwi_error(&err, ENOMEM, "exec", "cannot build the environment");
+		kiwi_init_command_failed(report, &err);
+	}
+	struct kiwi_sandbox_config cfg;
+	exec_config(&l, args, &cfg);
+	struct kiwi_init_args a = *args;
+	a.cfg = &cfg;
+	a.stdin_fd = l.req.fds[0] >= 0 ? l.req.fds[0] : null;
+	a.stdout_fd = l.req.fds[1] >= 0 ? l.req.fds[1] : null;
+	a.stderr_fd = l.req.fds[2] >= 0 ? l.req.fds[2] : null;
+	kiwi_init_command_exec(&a, report, early);
+}
+
+/* keep: the warm leader's own fd to pid 1, which the command never holds. */
+static void make_command_ahead(const struct kiwi_init_args *args, int keep, struct ahead *a)
+{
+	int sp[2];
+	kiwi_err err = { 0 };
+	*a = (struct ahead){ .pid = -1, .ctl = -1, .report = -1 };
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return;
+	pid_t pid = kiwi_init_fork_command(&a->report, &err);
+	if (pid == 0) {
+		close(sp[0]);
+		close(keep);
+		command_ahead_main(args, sp[1], a->report);
+	}
+	close(sp[1]);
+	if (pid < 0) {
+		close(sp[0]);
+		return;
+	}
+	a->pid = pid;
+	a->ctl = sp[0];
+}
+
+static void drop_command_ahead(struct ahead *a)
+{
+	if (a->pid > 0)
+		kill(a->pid, SIGKILL);
+	kiwi_closep(&a->ctl);
+	kiwi_closep(&a->report);
+	a->pid = -1;
+}
+
+/* The request goes on to the command made ahead: 0, or -1 if it is gone
+ * (a command of the session may kill it: same user), and the leader
+ * forks one as usual. */
+static int hand_to_ahead(struct leader *l, struct ahead *a)
+{
+	kiwi_err lost = { 0 };
+	if (a->pid <= 0 || kiwi_exec_send_request(a->ctl, &l->req, &lost) < 0) {
+		drop_command_ahead(a);
+		return -1;
+	}
+	close_request_fds(l);
+	kiwi_closep(&a->ctl);
+	return 0;
+}
+
+static int ahead_started(struct leader *l, struct ahead *a, kiwi_err *err)
+{
+	int64_t exec_ns = 0;
+	l->cmd = kiwi_init_command_started(a->pid, TAKE_FD(a->report), &exec_ns, err);
+	if (l->cmd < 0)
+		return -1;
+	send_started(l, exec_ns);
 	return 0;
 }
 
@@ -334,7 +452,8 @@ struct birth {
 	int clone_errno;
 };
 
-_Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer, struct birth b)
+_Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, int layer, struct birth b,
+				  struct ahead *ahead)
 {
 	struct leader l = { .conn = conn, .cmd = -1 };
 	kiwi_err err = { 0 };
@@ -346,10 +465,6 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	if (l.sfd < 0 || kiwi_exec_recv_request(conn, &l.req, &buf, &err) < 0)
 		goto fail;
 	l.keep_background = l.req.flags & KIWI_EXEC_KEEP_BACKGROUND;
-	if (merge_env(&l, args->cfg->envp) < 0) {
-		kiwi_error(&err, ENOMEM, "exec", "cannot build the environment");
-		goto fail;
-	}
 	/* What the command leaves behind comes to us, to be ended with it,
 	 * unless it is to live on: then it goes to pid 1 as usual. */
 	if (!l.keep_background && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
@@ -358,10 +473,18 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	}
 	if ((l.req.flags & KIWI_EXEC_TTY) && open_exec_pty(&l, &err) < 0)
 		goto fail;
-	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	/* Born in the exec's cgroup, or with none asked for (clone3 not
-	 * tried): nothing for the client to move, no GO to wait for. */
+	 * tried): nothing for the client to move, no GO to wait for. A
+	 * command made ahead gets its request at once, before READY: it
+	 * starts while the client hears of us. */
 	bool going = (l.req.flags & KIWI_EXEC_GO_IF_MOVED) && (b.in_cgroup || !b.clone_errno);
+	bool copy = l.req.flags & (KIWI_EXEC_COPY_IN | KIWI_EXEC_COPY_OUT);
+	bool handed = going && !copy && hand_to_ahead(&l, ahead) == 0;
+	if (!handed && merge_env(&l, args->cfg->envp) < 0) {
+		kiwi_error(&err, ENOMEM, "exec", "cannot build the environment");
+		goto fail;
+	}
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	struct kiwi_exec_msg ready = { .type = KIWI_EXEC_READY, .value = b.clone_errno,
 				       .flags = (b.in_cgroup ? KIWI_EXEC_IN_CGROUP : 0) | (going ? KIWI_EXEC_GOING : 0) };
 	if (self < 0 || kiwi_exec_send(conn, &ready, self) < 0) {
@@ -371,9 +494,13 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	close(self);
 	if (!going && wait_go(&l) < 0)
 		_exit(1);
-	if (l.req.flags & (KIWI_EXEC_COPY_IN | KIWI_EXEC_COPY_OUT))
+	if (copy) {
+		drop_command_ahead(ahead);
 		leader_copy(&l);
-	if (start(&l, args, &err) < 0)
+	}
+	if (!handed)
+		drop_command_ahead(ahead);
+	if ((handed ? ahead_started(&l, ahead, &err) : start(&l, args, &err)) < 0)
 		goto fail;
 	follow_command(&l);
 	if (!l.keep_background)
@@ -381,16 +508,28 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	report_exit(&l, layer);
 	_exit(0);
 fail:
+	/* A command made ahead never runs without its client. */
+	drop_command_ahead(ahead);
 	send_exec(conn, KIWI_EXEC_FAILED, &err);
 	_exit(1);
 }
 
 /* ---- pid 1 ----------------------------------------------------------- */
 
+/* The next exec's leader, started ahead in that exec's cgroup
+ * (KIWI_SYNC_EXEC_WARM): it waits on ctl for the exec's connection. cg
+ * stays open until then: should the leader be gone (verify's purge, or a
+ * command that killed it), the exec's leader is started there as usual. */
+struct warm {
+	pid_t pid;                /* 0: none waits */
+	int ctl, cg;
+};
+
 struct keeper {
 	int sock, sfd, layer;
 	pid_t leaders[KIWI_KEEPER_MAX_EXECS];
 	size_t n_leaders;
+	struct warm warm;
 };
 
 static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type)
@@ -400,16 +539,25 @@ static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type)
 	kiwi_sync_send(k->sock, &m);
 }
 
+static void forget_warm_leader(struct keeper *k)
+{
+	k->warm.pid = 0;
+	kiwi_closep(&k->warm.ctl);
+}
+
 static void reap(struct keeper *k)
 {
 	pid_t p;
-	while ((p = waitpid(-1, NULL, WNOHANG)) > 0)
+	while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
+		if (p == k->warm.pid)
+			forget_warm_leader(k);
 		for (size_t i = 0; i < k->n_leaders; i++)
 			if (k->leaders[i] == p) {
 				k->leaders[i] = k->leaders[--k->n_leaders];
 				tell_supervisor(k, KIWI_SYNC_EXEC_END);
 				break;
 			}
+	}
 }
 
 /* The switch to verify (kiwi-run-phase(1)): every process of the session
@@ -428,8 +576,10 @@ static void purge(struct keeper *k)
 		while ((p = waitpid(-1, NULL, 0)) > 0 || (p < 0 && errno == EINTR))
 			reaped += p > 0;
 	}
-	/* The leaders went too: their clients hear EOF. */
+	/* The leaders went too: their clients hear EOF. A warm one's exec
+	 * will have its leader started in its cgroup when it comes. */
 	k->n_leaders = 0;
+	forget_warm_leader(k);
 	struct kiwi_sync_msg m = { .type = KIWI_SYNC_PURGED, .value = reaped,
 				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
 	kiwi_sync_send(k->sock, &m);
@@ -479,18 +629,98 @@ static void new_exec(struct keeper *k, int conn, int exec_cg, const struct kiwi_
 		close(k->sock);
 		close(k->sfd);
 		/* The cgroup's directory would reach the host's cgroup tree
-		 * (openat ".."): the command never sees it. */
+		 * (openat ".."): the command never sees it. Nor does this
+		 * leader keep the warm leader's (it is not its exec's). */
 		if (exec_cg >= 0)
 			close(exec_cg);
+		if (k->warm.cg != exec_cg)
+			kiwi_closep(&k->warm.cg);
+		kiwi_closep(&k->warm.ctl);
 		/* The parent-death signal was pid 1's: a leader outlives no
 		 * session anyway, the pid namespace ends with pid 1. */
-		leader_main(conn, args, k->layer, b);
+		struct ahead none = { .pid = -1, .ctl = -1, .report = -1 };
+		leader_main(conn, args, k->layer, b, &none);
 	}
 	close(conn);
 	if (pid > 0) {
 		k->leaders[k->n_leaders++] = pid;
 		tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN);
 	}
+}
+
+/* A warm leader: forked like any exec's, then idle until its exec's
+ * connection comes (or pid 1 closes ctl: the session ends). */
+_Noreturn static void warm_leader_main(int ctl, const struct kiwi_init_args *args, int layer)
+{
+	char byte;
+	int conn = -1;
+	ssize_t n;
+	struct ahead ahead;
+	make_command_ahead(args, ctl, &ahead);
+	do
+		n = kiwi_recv_fd(ctl, &byte, 1, 0, &conn);
+	while (n < 0 && errno == EINTR);
+	if (n != 1 || conn < 0) {
+		drop_command_ahead(&ahead);
+		_exit(0);
+	}
+	close(ctl);
+	leader_main(conn, args, layer, (struct birth){ .in_cgroup = true }, &ahead);
+}
+
+/* KIWI_SYNC_EXEC_WARM: the leader is started in the cgroup now, or not at
+ * all (no fallback to a fork outside it: the exec would lose its cgroup). */
+static void warm_up(struct keeper *k, int cg, const struct kiwi_init_args *args)
+{
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_WARMED };
+	int ctl[2] = { -1, -1 }, pidfd = -1;
+	kiwi_err err = { 0 };
+	pid_t pid = -1;
+	if (k->warm.cg >= 0 || cg < 0)
+		m.value = EBUSY;
+	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
+		m.value = errno;
+	else if ((pid = kiwi_spawn(0, cg, &pidfd, &err)) < 0)
+		m.value = err.errnum ? err.errnum : EINVAL;
+	if (pid == 0) {
+		close(ctl[0]);
+		close(k->sock);
+		close(k->sfd);
+		close(cg);
+		warm_leader_main(ctl[1], args, k->layer);
+	}
+	kiwi_closep(&pidfd);
+	kiwi_closep(&ctl[1]);
+	if (pid > 0) {
+		k->warm = (struct warm){ .pid = pid, .ctl = ctl[0], .cg = cg };
+	} else {
+		kiwi_closep(&ctl[0]);
+		kiwi_closep(&cg);
+	}
+	kiwi_sync_send(k->sock, &m);
+}
+
+/* KIWI_SYNC_EXEC_WARMED_ONE: the exec the warm leader waits for. */
+static void new_warm_exec(struct keeper *k, int conn, const struct kiwi_init_args *args)
+{
+	char byte = 0;
+	if (k->warm.cg < 0) {
+		kiwi_err err = { 0 };
+		kiwi_error(&err, EPROTO, "exec", "the session has no exec started ahead");
+		send_exec(conn, KIWI_EXEC_FAILED, &err);
+		close(conn);
+		return;
+	}
+	if (k->warm.pid > 0 && k->n_leaders < KIWI_KEEPER_MAX_EXECS &&
+	    kiwi_send_fd(k->warm.ctl, &byte, 1, conn) == 1) {
+		close(conn);
+		k->leaders[k->n_leaders++] = k->warm.pid;
+		tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN);
+	} else {
+		new_exec(k, conn, k->warm.cg, args);
+	}
+	forget_warm_leader(k);
+	kiwi_closep(&k->warm.cg);
 }
 
 /* What later execs use of the configuration (the base environment, the
@@ -501,7 +731,8 @@ _Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	struct keeper k = { .sock = args->sock, .layer = layer, .sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK) };
+	struct keeper k = { .sock = args->sock, .layer = layer, .sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK),
+			    .warm = { .ctl = -1, .cg = -1 } };
 	if (k.sfd < 0)
 		_exit(1);
 	struct pollfd pfd[2] = { { .fd = k.sock, .events = POLLIN }, { .fd = k.sfd, .events = POLLIN } };
@@ -523,8 +754,12 @@ _Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 		_cleanup_close_ int exec_cg = fds[1];
 		if (r == 0 || (r < 0 && errno != EAGAIN))
 			_exit(0);  /* the supervisor is gone: so is the session */
-		if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0)
+		if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0 && (m.flags & KIWI_SYNC_EXEC_WARMED_ONE))
+			new_warm_exec(&k, TAKE_FD(fd), args);
+		else if (r > 0 && m.type == KIWI_SYNC_EXEC_CONN && fd >= 0)
 			new_exec(&k, TAKE_FD(fd), exec_cg, args);
+		else if (r > 0 && m.type == KIWI_SYNC_EXEC_WARM)
+			warm_up(&k, TAKE_FD(fd), args);
 		else if (r > 0 && m.type == KIWI_SYNC_PURGE)
 			purge(&k);
 		else if (r > 0 && m.type == KIWI_SYNC_KILL && m.value == SIGKILL)

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -151,6 +152,11 @@ struct follow {
 	bool sealed;              /* the network is gone for good */
 	int execs;
 	int64_t idle_since, ready_at;
+	/* The next exec's cgroup, with its leader started ahead in it once
+	 * warm_ready (warm_up()); warm_off: this session cannot. */
+	struct kiwi_cgroup *warm_cg;
+	uint32_t warm_number;
+	bool warm_ready, warm_off;
 	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
 
@@ -280,6 +286,99 @@ static void on_session_timer(struct follow *f)
 
 static int register_sandbox(struct follow *f, pid_t pid);
 
+/* ---- a session's exec cgroups (kiwi/keeper.h) ----------------------- */
+
+/* <session>/exec-<number>, its cgroup.procs given to pid 1's owner as the
+ * session's is: the kernel asks pid 1 for that right when it starts the
+ * exec's leader in it (clone3 CLONE_INTO_CGROUP). NULL: the exec has
+ * none (no session cgroup, or none can be made: --debug says why). */
+static struct kiwi_cgroup *make_exec_cgroup(struct follow *f, uint32_t *number)
+{
+	if (!f->cg)
+		return NULL;
+	const struct kiwi_debug *dbg = f->cfg->debug;
+	int64_t t = KIWI_DEBUG_NOW(dbg);
+	char leaf[32];
+	struct kiwi_cgroup *cg = NULL;
+	kiwi_err e = { 0 };
+	uid_t owner = geteuid();
+	if (getrandom(number, sizeof(*number), 0) != (ssize_t)sizeof(*number))
+		return NULL;
+	snprintf(leaf, sizeof(leaf), "exec-%08x", *number);
+	if (kiwi_cgroup_open_child(kiwi_cgroup_name(f->cg), leaf, &cg, &e) < 0)
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none: %s: %s", e.msg, strerror(e.errnum));
+	else if (kiwi_cgroup_inherit_procs_owner(cg, &owner, &e) < 0)
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made; %s: %s", kiwi_cgroup_name(cg), e.msg,
+			   strerror(e.errnum));
+	return cg;
+}
+
+/* The next exec's cgroup, and its leader started in it by pid 1, made
+ * while no one waits (once the session is ready, and after each exec):
+ * that exec then pays for neither the mkdir nor pid 1's clone3 of its
+ * leader (bench/RESULTS.md). One at a time; an exec that comes meanwhile
+ * gets a cgroup made for it, as without. */
+static void warm_up(struct follow *f)
+{
+	if (!f->session || f->warm_cg || f->warm_off || f->killing || f->init_gone || f->sync_eof ||
+	    f->seal_fd >= 0)
+		return;
+	f->warm_cg = make_exec_cgroup(f, &f->warm_number);
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_WARM };
+	if (!f->warm_cg || kiwi_sync_send_fd(f->sock, &m, kiwi_cgroup_fd(f->warm_cg)) < 0) {
+		kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), NULL);
+		f->warm_off = true;
+	}
+}
+
+/* Pid 1's answer: its leader waits in the cgroup, or (an older kernel,
+ * nsdelegate out of reach) it could not start one there: then no exec
+ * of this session is warmed up again. */
+static void on_warmed(struct follow *f, int why)
+{
+	if (!f->warm_cg)
+		return;
+	if (why == 0) {
+		f->warm_ready = true;
+		return;
+	}
+	KIWI_DEBUG(f->cfg->debug, "run", 0, "exec-warm", "off: no leader in %s: %s", kiwi_cgroup_name(f->warm_cg),
+		   strerror(why));
+	kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), NULL);
+	f->warm_off = true;
+}
+
+/* An exec's connection goes on to pid 1. The client either brought the
+ * exec's cgroup (client_cg) or asked for one: the warm one if it is
+ * ready, else one made now; it hears which before anything else, and
+ * removes it at the exec's end (the session's end takes what is left). */
+static void pass_exec(struct follow *f, int conn, int client_cg, bool given)
+{
+	struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
+	int fds[2] = { conn, client_cg };
+	size_t n = client_cg >= 0 ? 2 : 1;
+	struct kiwi_cgroup *cg = NULL;
+	uint32_t number = 0;
+	if (given && f->warm_ready) {
+		cg = TAKE_PTR(f->warm_cg);
+		number = f->warm_number;
+		f->warm_ready = false;
+		m.flags = KIWI_SYNC_EXEC_WARMED_ONE;
+	} else if (given) {
+		cg = make_exec_cgroup(f, &number);
+		fds[1] = cg ? kiwi_cgroup_fd(cg) : -1;
+		n = cg ? 2 : 1;
+	}
+	struct kiwi_exec_msg said = {
+		.type = KIWI_EXEC_CGROUP, .value = (int32_t)number,
+		.flags = (cg ? KIWI_EXEC_CGROUP_MADE : 0) | (m.flags & KIWI_SYNC_EXEC_WARMED_ONE ? KIWI_EXEC_CGROUP_WARM : 0),
+	};
+	if (!given || kiwi_exec_send(conn, &said, -1) == 0)
+		kiwi_sync_send_fds(f->sock, &m, fds, n);
+	kiwi_cgroup_forget(cg);
+}
+
+
 /* The session is ready: it is listed at once (no lazy registration: it is
  * made to be found), and its creator hears of it. */
 static void session_ready(struct follow *f)
@@ -293,6 +392,7 @@ static void session_ready(struct follow *f)
 	}
 	arm_session_timer(f);
 	f->session->ready(f->session->ctx, f->res);
+	warm_up(f);
 }
 
 /* Once pid 1 has made its cgroup namespace (init.c, cgroupns_at), the
@@ -364,6 +464,9 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 	case KIWI_SYNC_PURGED:
 		if (f->session)
 			seal_network(f, m->value);
+		break;
+	case KIWI_SYNC_EXEC_WARMED:
+		on_warmed(f, m->value);
 		break;
 	case KIWI_SYNC_ERROR:
 		*f->err = m->err;
@@ -562,7 +665,7 @@ static void on_client(struct follow *f)
 	struct timeval tv = { .tv_sec = 2 };
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	union {
-		char op;
+		char op[2];
 		struct kiwi_session_tally_request tally;
 	} req = { 0 };
 	/* An exec may bring its own cgroup's directory (kiwi/keeper.h), for
@@ -572,15 +675,12 @@ static void on_client(struct follow *f)
 	ssize_t n = kiwi_recv_fd(conn, &req, sizeof(req), 0, &exec_cg);
 	if (n < 1)
 		return;
-	char op = req.op;
+	char op = req.op[0];
 	tv.tv_sec = 0;
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if ((op == 'x' || op == KIWI_SESSION_OP_EXEC_BEFORE_VERIFY) && !f->killing) {
-		if (refuse_exec(f, conn, op))
-			return;
-		struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
-		const int fds[] = { conn, exec_cg };
-		kiwi_sync_send_fds(f->sock, &m, fds, exec_cg >= 0 ? 2 : 1);
+		if (!refuse_exec(f, conn, op))
+			pass_exec(f, conn, exec_cg, n == 2 && req.op[1] == KIWI_SESSION_EXEC_CGROUP_FROM_SESSION);
 	} else if (op == 's' && f->session->snapshot && !f->killing) {
 		f->session->snapshot(f->session->ctx, conn, f->layer_fd, f->cg);
 	} else if (op == KIWI_SESSION_OP_TALLY) {
@@ -1157,6 +1257,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
+	/* Its directory goes with the session's cgroup. */
+	kiwi_cgroup_forget(f.warm_cg);
 	free(f.helper_binds);
 	kiwi_registry_remove(f.reg);
 	/* Before anything is printed, on every path: the signals that would

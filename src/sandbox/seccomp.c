@@ -183,6 +183,7 @@ struct kiwi_seccomp *kiwi_seccomp_alloc(size_t n_insns, unsigned int flags)
 	f->prog.len = (unsigned short)n_insns;
 	f->prog.filter = f->insns;
 	f->flags = flags;
+	f->builtin = false;
 	return f;
 }
 
@@ -1022,6 +1023,11 @@ void kiwi_seccomp_free(struct kiwi_seccomp *f)
 const struct sock_fprog *kiwi_seccomp_program(const struct kiwi_seccomp *f)
 {
 	return &f->prog;
+}
+
+bool kiwi_seccomp_builtin(const struct kiwi_seccomp *f)
+{
+	return f->builtin;
 }
 
 unsigned int kiwi_seccomp_flags(const struct kiwi_seccomp *f)

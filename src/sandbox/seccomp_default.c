@@ -25,6 +25,7 @@ int kiwi_seccomp_compile_default(struct kiwi_seccomp **out, kiwi_err *err)
 	if (!f)
 		return kiwi_error(err, ENOMEM, "seccomp", "cannot allocate the default filter");
 	memcpy(f->insns, kiwi_default_program, sizeof(kiwi_default_program));
+	f->builtin = true;
 	*out = f;
 	return 0;
 }

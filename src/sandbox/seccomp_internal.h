@@ -3,12 +3,14 @@
 #ifndef KIWI_SECCOMP_INTERNAL_H
 #define KIWI_SECCOMP_INTERNAL_H
 
+#include <stdbool.h>
 #include <linux/filter.h>
 #include <stddef.h>
 
 struct kiwi_seccomp {
 	struct sock_fprog prog;
 	unsigned int flags;
+	bool builtin;             /* kiwi_seccomp_compile_default's */
 	struct sock_filter insns[];
 };
 

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -62,34 +61,27 @@ static pid_t pidfd_host_pid(int pidfd)
 }
 
 /* The exec's own cgroup, so that its memory, OOM kills and pids are its
- * own: <session>/exec-<random>, made before the leader is asked for, so
- * that the session's pid 1 can start the leader in it (kiwi/keeper.h). Its
- * cgroup.procs gets the owner of the session's, pid 1's (sandbox.c,
- * delegate_procs): the kernel asks pid 1 for write permission on both.
- * A session without a cgroup has none: the leader still ends the exec's
- * tree, as a subreaper. (kiwi-helper's cgroup for a session is made as
- * ours is: no OOM group, controllers handed on, pid 1 in its leaf.) */
-static void make_own_cgroup(struct client *c, const struct kiwi_registry_entry *e)
+ * own: <session>/exec-<number>, which the session's supervisor made (or
+ * made ahead, with the exec's leader already waiting in it) and names
+ * first thing (KIWI_EXEC_CGROUP, kiwi/keeper.h). A session without a
+ * cgroup, or a supervisor older than this, gives none: the leader still
+ * ends the exec's tree, as a subreaper. */
+static void take_own_cgroup(struct client *c, const struct kiwi_registry_entry *e, const struct kiwi_exec_msg *m)
 {
-	if (!e->cgroup[0])
-		return;
 	const struct kiwi_debug *dbg = c->x->debug;
-	int64_t t = KIWI_DEBUG_NOW(dbg);
-	unsigned char r[4];
-	char leaf[32];
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+	if (c->cg || !(m->flags & KIWI_EXEC_CGROUP_MADE) || !e->cgroup[0]) {
+		KIWI_DEBUG(dbg, "run", 0, "exec-cgroup", "none of its own: the session has none to give");
 		return;
-	snprintf(leaf, sizeof(leaf), "exec-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
+	}
+	int64_t t = KIWI_DEBUG_NOW(dbg);
+	char leaf[32];
 	kiwi_err why = { 0 };
-	uid_t owner = geteuid();
-	if (kiwi_cgroup_open_child(e->cgroup, leaf, &c->cg, &why) < 0)
+	snprintf(leaf, sizeof(leaf), "exec-%08x", (uint32_t)m->value);
+	if (kiwi_cgroup_open_made(e->cgroup, leaf, &c->cg, &why) < 0)
 		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none of its own: %s: %s", why.msg, strerror(why.errnum));
-	else if (kiwi_cgroup_inherit_procs_owner(c->cg, &owner, &why) < 0)
-		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made; %s: %s", kiwi_cgroup_name(c->cg), why.msg,
-			   strerror(why.errnum));
 	else
-		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made, cgroup.procs uid %u", kiwi_cgroup_name(c->cg),
-			   (unsigned)owner);
+		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s, %s", kiwi_cgroup_name(c->cg),
+			   m->flags & KIWI_EXEC_CGROUP_WARM ? "its leader started ahead in it" : "made for it");
 }
 
 /* Once READY came: the leader was born in the exec's cgroup, or (pid 1
@@ -333,6 +325,7 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 	kiwi_closep(&c->errout.write_fd);
 	struct kiwi_exec_msg m;
 	int fd = -1;
+	bool saw_cgroup = false;
 	for (;;) {
 		int got = kiwi_exec_recv(c->conn, &m, 0, &fd);
 		if (got <= 0) {
@@ -344,6 +337,11 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 			kiwi_closep(&fd);
 			*c->err = m.err;
 			return -1;
+		}
+		if (m.type == KIWI_EXEC_CGROUP && fd < 0 && !saw_cgroup) {
+			saw_cgroup = true;
+			take_own_cgroup(c, e, &m);
+			continue;
 		}
 		if (m.type == KIWI_EXEC_PTY && x->tty && c->master < 0 && fd >= 0 && kiwi_pty_is_master(fd)) {
 			c->master = TAKE_FD(fd);
@@ -458,9 +456,9 @@ static int run_exec(struct client *c, const struct kiwi_registry_entry *e)
 {
 	if (open_streams(c) < 0)
 		return -1;
-	make_own_cgroup(c, e);
-	char op = c->x->before_verify ? KIWI_SESSION_OP_EXEC_BEFORE_VERIFY : 'x';
-	c->conn = kiwi_session_connect_fd(e, op, c->cg ? kiwi_cgroup_fd(c->cg) : -1, c->err);
+	const char op[2] = { c->x->before_verify ? KIWI_SESSION_OP_EXEC_BEFORE_VERIFY : 'x',
+			     KIWI_SESSION_EXEC_CGROUP_FROM_SESSION };
+	c->conn = kiwi_session_request(e, op, sizeof(op), c->err);
 	c->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (c->conn < 0 || c->timerfd < 0 || start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
 		if (c->conn >= 0 && c->timerfd < 0)

@@ -48,7 +48,7 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 	return 0;
 }
 
-static int request(const struct kiwi_registry_entry *e, const void *req, size_t len, int fd, kiwi_err *err)
+static int request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	if (kiwi_session_socket_path(e->id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
@@ -59,24 +59,19 @@ static int request(const struct kiwi_registry_entry *e, const void *req, size_t 
 	if (connect(conn, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", e->id,
 				  errno == ENOENT || errno == ECONNREFUSED ? "it is ending" : "its socket");
-	if (kiwi_send_fd(conn, req, len, fd) != (ssize_t)len)
+	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len)
 		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", e->id);
 	return TAKE_FD(conn);
 }
 
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
 {
-	return request(e, req, len, -1, err);
+	return request(e, req, len, err);
 }
 
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
 {
-	return request(e, &op, 1, -1, err);
-}
-
-int kiwi_session_connect_fd(const struct kiwi_registry_entry *e, char op, int fd, kiwi_err *err)
-{
-	return request(e, &op, 1, fd, err);
+	return request(e, &op, 1, err);
 }
 
 /* One message, as recv returns it (EINTR retried). */

@@ -515,13 +515,13 @@ def test_exec_born_in_its_cgroup_starts_without_go(session, tmp_path):
     if not shutil.which("strace"):
         pytest.skip("strace is not installed")
     log = tmp_path / "sendmsg.log"
-    argv = ["strace", "-o", str(log), "-e", "trace=sendmsg",
+    argv = ["strace", "-o", str(log), "-e", "trace=sendmsg,sendto",
             *s.kiwi.raw_argv(["session", "exec", s.id, "--debug", "--", "/bin/echo", "ran"])]
     p = subprocess.run(argv, capture_output=True, text=True, env=traced_env(s.kiwi), timeout=60,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0 and p.stdout == "ran\n", explain(p)
     assert "(clone3 CLONE_INTO_CGROUP), command started without GO" in p.stderr, explain(p)
-    sent = [ln for ln in log.read_text().splitlines() if ln.startswith("sendmsg(")]
+    sent = [ln for ln in log.read_text().splitlines() if ln.startswith(("sendmsg(", "sendto("))]
     assert len(sent) == 2, "\n".join(sent)
 
 
@@ -665,3 +665,77 @@ def test_delegated_cgroup_procs_keeps_moves_inside_the_session(session, kiwi):
     # the uid could not open).
     assert move(pid_a, cg_a2) == 0, "the writer could not move within its own session"
     assert sorted((cg_a2 / "cgroup.procs").read_text().split()) == sorted([str(pid_a), str(pid_a2)])
+
+
+def started_ahead(s):
+    """The host pids of the leader pid 1 started ahead for the next exec,
+    and of the command process that leader made ahead: (leader, command)."""
+    pid1 = s.listed()[0]["pid"]
+    for _ in range(200):
+        kids = [int(c) for t in Path(f"/proc/{pid1}/task").iterdir() for c in (t / "children").read_text().split()]
+        for k in kids:
+            grand = [int(c) for t in Path(f"/proc/{k}/task").iterdir() for c in (t / "children").read_text().split()]
+            if grand:
+                return k, grand[0]
+        time.sleep(0.01)
+    pytest.fail(f"no leader with a command made ahead below pid 1 ({pid1})")
+
+
+def test_the_first_exec_finds_its_leader_and_command_started_ahead(session):
+    """Issue 14's create+exec+destroy: once the session is ready, its
+    supervisor makes the first exec's cgroup and pid 1 starts that exec's
+    leader in it, which forks the command's process and loads the built-in
+    seccomp filter there; the exec only hands over its request. The later
+    execs get a cgroup made when they come. Either way the command runs
+    under one filter (not two stacked), in its own cgroup."""
+    s = session()
+    script = "grep -E '^Seccomp(_filters)?:' /proc/self/status; cat /proc/self/cgroup | grep '^0::'"
+    firsts = []
+    for _ in range(2):
+        p = s.raw("session", "exec", s.id, "--debug", "--", "/bin/sh", "-c", script)
+        assert p.returncode == 0, explain(p)
+        firsts.append(p)
+        lines = p.stdout.splitlines()
+        assert "Seccomp:\t2" in lines and "Seccomp_filters:\t1" in lines, explain(p)
+    if "none of its own" in firsts[0].stderr:
+        pytest.skip("this session's execs have no cgroup of their own here: nothing is started ahead")
+    assert "its leader started ahead in it" in firsts[0].stderr, explain(firsts[0])
+    assert "made for it" in firsts[1].stderr and "started ahead" not in firsts[1].stderr, explain(firsts[1])
+    leaves = [p.stdout.splitlines()[-1] for p in firsts]
+    assert all(x.startswith("0::/exec-") for x in leaves) and leaves[0] != leaves[1], leaves
+
+
+def test_a_custom_seccomp_profile_is_loaded_last_by_the_command_made_ahead(session, kiwi):
+    """Only the built-in profile is known to allow what the command's
+    process does before its exec: with any other the process made ahead
+    loads it last, and it rules the command as it would a cold exec's."""
+    base = json.loads((Path(__file__).resolve().parents[2] / "seccomp-profiles/default.json").read_text())
+    for rule in base["syscalls"]:
+        rule["names"] = [n for n in rule["names"] if n not in ("mkdir", "mkdirat")]
+    base["syscalls"] = [r for r in base["syscalls"] if r["names"]]
+    prof = kiwi.workdir() / "profile.json"
+    prof.write_text(json.dumps(base))
+    kiwi.chown(prof)
+    s = session("--seccomp", str(prof))
+    for _ in range(2):  # the first exec's command was made ahead, the second's was not
+        r = s.sh("mkdir /tmp/denied; echo $?; grep '^Seccomp_filters:' /proc/self/status")
+        assert r.returncode == 0 and r.stdout.splitlines() == ["1", "Seccomp_filters:\t1"], explain(r)
+        assert "Operation not permitted" in r.stderr, explain(r)
+
+
+@pytest.mark.parametrize("victim", ["command", "leader"])
+def test_what_was_started_ahead_killed_costs_no_exec(session, kiwi, victim):
+    """The leader and command made ahead run as the session's user: a
+    command may kill them. The exec then starts a command (or a leader in
+    its cgroup) as it would without them, and runs as usual."""
+    if kiwi.mode != "root":
+        pytest.skip("kills processes of the session from the host as root")
+    s = session()
+    leader, command = started_ahead(s)
+    os.kill(command if victim == "command" else leader, signal.SIGKILL)
+    time.sleep(0.1)
+    p, v = s.exec_verdict("/bin/sh", "-c", "echo ran")
+    assert p.returncode == 0 and p.stdout == "ran\n" and v["exit_code"] == 0, explain(p)
+    assert s.exec("true").returncode == 0
+    r = s.destroy()
+    assert r.returncode == 0 and json.loads(r.stdout)["clean"], explain(r)
