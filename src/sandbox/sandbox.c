@@ -157,6 +157,7 @@ struct follow {
 	struct kiwi_cgroup *warm_cg;
 	uint32_t warm_number;
 	bool warm_ready, warm_off;
+	int creator_fd;           /* a pidfd of `session create`, until it is gone; else -1 */
 	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
 
@@ -391,7 +392,19 @@ static void session_ready(struct follow *f)
 		return;
 	}
 	arm_session_timer(f);
+	/* The first exec's leader is started once `session create` (our
+	 * parent, waiting for this) has left: its exit and the warm-up would
+	 * share the CPU, on create's own time. */
+	pid_t creator = getppid();
+	f->creator_fd = creator > 1 ? (int)syscall(SYS_pidfd_open, creator, 0) : -1;
 	f->session->ready(f->session->ctx, f->res);
+	if (f->creator_fd < 0)
+		warm_up(f);
+}
+
+static void on_creator_gone(struct follow *f)
+{
+	kiwi_closep(&f->creator_fd);
 	warm_up(f);
 }
 
@@ -741,6 +754,7 @@ enum follow_slot {
 	SLOT_TTY_IN,       /* --tty: our stdin, to the master */
 	SLOT_TTY_MASTER,   /* --tty: the master, writable */
 	SLOT_SESSION,      /* a session's clients (kiwi/keeper.h) */
+	SLOT_CREATOR,      /* a session's `session create`, until it has left */
 	SLOT_COUNT
 };
 
@@ -761,6 +775,7 @@ static void fill_slots(struct follow *f, struct pollfd pfd[SLOT_COUNT])
 		[SLOT_TTY_IN] = relay && kiwi_pty_input_wants_read(&f->in) ? f->in.in_fd : -1,
 		[SLOT_TTY_MASTER] = relay && kiwi_pty_input_wants_write(&f->in) ? f->master : -1,
 		[SLOT_SESSION] = f->session && f->res->started && !f->init_gone ? f->session->listen_fd : -1,
+		[SLOT_CREATOR] = f->creator_fd,
 	};
 	for (int i = 0; i < SLOT_COUNT; i++) {
 		bool out = i == SLOT_STDOUT_DEST || i == SLOT_STDERR_DEST || i == SLOT_TTY_MASTER;
@@ -821,6 +836,8 @@ static int follow(struct follow *f)
 			read_audit(f);
 		if (pfd[SLOT_SESSION].revents)
 			on_client(f);
+		if (pfd[SLOT_CREATOR].revents)
+			on_creator_gone(f);
 		if (f->init_gone) {
 			/* Messages sent just before pid 1 left are still queued. */
 			while (recv_message(f, &m) > 0)
@@ -1217,7 +1234,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 			    /* through kiwi-helper: the caller's half, with the audit */
 			    .audited = res->egress ? res->egress : kiwi_helper_egress(res->helper), .audit_fd = -1,
 			    .master = -1, .layer_fd = -1, .session = cfg->session, .cg_leaf_fd = -1,
-			    .seal_fd = -1, .userns_fd = -1, .netns_fd = -1, .sealed_audit_fd = -1 };
+			    .seal_fd = -1, .userns_fd = -1, .netns_fd = -1, .sealed_audit_fd = -1, .creator_fd = -1 };
 	/* A session's pid 1 lives in a leaf of its own, so that the session's
 	 * cgroup can hand its controllers on to each exec's. */
 	if (cfg->session && cg && !kiwi_cgroup_adopted(cg)) {
@@ -1273,7 +1290,7 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
-		      f.seal_fd, f.userns_fd, f.netns_fd, f.sealed_audit_fd };
+		      f.seal_fd, f.userns_fd, f.netns_fd, f.sealed_audit_fd, f.creator_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

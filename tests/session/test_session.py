@@ -668,8 +668,10 @@ def test_delegated_cgroup_procs_keeps_moves_inside_the_session(session, kiwi):
 
 
 def started_ahead(s):
-    """The host pids of the leader pid 1 started ahead for the next exec,
-    and of the command process that leader made ahead: (leader, command)."""
+    """The host pids of the leader pid 1 started ahead for the first exec,
+    and of the command process that leader made ahead: (leader, command),
+    once both are there (they are started after create has returned), or
+    None after 2 s (a session whose execs have no cgroup of their own)."""
     pid1 = s.listed()[0]["pid"]
     for _ in range(200):
         kids = [int(c) for t in Path(f"/proc/{pid1}/task").iterdir() for c in (t / "children").read_text().split()]
@@ -678,7 +680,7 @@ def started_ahead(s):
             if grand:
                 return k, grand[0]
         time.sleep(0.01)
-    pytest.fail(f"no leader with a command made ahead below pid 1 ({pid1})")
+    return None
 
 
 def test_the_first_exec_finds_its_leader_and_command_started_ahead(session):
@@ -689,6 +691,7 @@ def test_the_first_exec_finds_its_leader_and_command_started_ahead(session):
     execs get a cgroup made when they come. Either way the command runs
     under one filter (not two stacked), in its own cgroup."""
     s = session()
+    started_ahead(s)
     script = "grep -E '^Seccomp(_filters)?:' /proc/self/status; cat /proc/self/cgroup | grep '^0::'"
     firsts = []
     for _ in range(2):
@@ -717,6 +720,7 @@ def test_a_custom_seccomp_profile_is_loaded_last_by_the_command_made_ahead(sessi
     prof.write_text(json.dumps(base))
     kiwi.chown(prof)
     s = session("--seccomp", str(prof))
+    started_ahead(s)
     for _ in range(2):  # the first exec's command was made ahead, the second's was not
         r = s.sh("mkdir /tmp/denied; echo $?; grep '^Seccomp_filters:' /proc/self/status")
         assert r.returncode == 0 and r.stdout.splitlines() == ["1", "Seccomp_filters:\t1"], explain(r)
@@ -731,7 +735,10 @@ def test_what_was_started_ahead_killed_costs_no_exec(session, kiwi, victim):
     if kiwi.mode != "root":
         pytest.skip("kills processes of the session from the host as root")
     s = session()
-    leader, command = started_ahead(s)
+    ahead = started_ahead(s)
+    if not ahead:
+        pytest.skip("this session's execs have no cgroup of their own here: nothing is started ahead")
+    leader, command = ahead
     os.kill(command if victim == "command" else leader, signal.SIGKILL)
     time.sleep(0.1)
     p, v = s.exec_verdict("/bin/sh", "-c", "echo ran")
