@@ -157,6 +157,7 @@ struct follow {
 	struct kiwi_cgroup *warm_cg;
 	uint32_t warm_number;
 	bool warm_ready, warm_off;
+	int64_t warm_until;       /* then the warm cgroup and its leader go, unused */
 	int creator_fd;           /* a pidfd of `session create`, until it is gone; else -1 */
 	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
@@ -258,6 +259,8 @@ static void arm_session_timer(struct follow *f)
 		due = f->ready_at + (int64_t)s->max_lifetime_ns;
 	if (s->idle_timeout_ns && f->execs == 0 && f->idle_since + (int64_t)s->idle_timeout_ns < due)
 		due = f->idle_since + (int64_t)s->idle_timeout_ns;
+	if (f->warm_cg && f->warm_until < due)
+		due = f->warm_until;
 	if (due == INT64_MAX) {
 		struct itimerspec off = { 0 };
 		timerfd_settime(f->timerfd, 0, &off, NULL);
@@ -273,10 +276,14 @@ static void end_session(struct follow *f, const char *why)
 	kill_sandbox(f);
 }
 
+static void cool_down(struct follow *f);
+
 static void on_session_timer(struct follow *f)
 {
 	int64_t now = kiwi_clock_ns(CLOCK_MONOTONIC);
 	const struct kiwi_session_hooks *s = f->session;
+	if (f->warm_cg && now >= f->warm_until)
+		cool_down(f);
 	if (s->max_lifetime_ns && now >= f->ready_at + (int64_t)s->max_lifetime_ns)
 		end_session(f, "max_lifetime");
 	else if (s->idle_timeout_ns && f->execs == 0 && now >= f->idle_since + (int64_t)s->idle_timeout_ns)
@@ -314,6 +321,23 @@ static struct kiwi_cgroup *make_exec_cgroup(struct follow *f, uint32_t *number)
 	return cg;
 }
 
+/* How long the first exec's leader and command wait for it: what they
+ * save (bench/RESULTS.md) matters to a caller that execs as soon as create
+ * returns; an idle session then costs the host two processes less. */
+#define KIWI_WARM_FOR_NS (2 * 1000000000LL)
+
+/* Unused in time: both killed with their cgroup (pid 1 reaps them), and
+ * the session's execs start theirs when they come. */
+static void cool_down(struct follow *f)
+{
+	int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
+	kiwi_err e = { 0 };
+	if (kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), &e) < 0)
+		KIWI_DEBUG(f->cfg->debug, "run", t, "exec-warm", "%s: %s", e.msg, strerror(e.errnum));
+	f->warm_ready = false;
+	f->warm_off = true;
+}
+
 /* The next exec's cgroup, and its leader started in it by pid 1, made
  * while no one waits (once the session is ready, and after each exec):
  * that exec then pays for neither the mkdir nor pid 1's clone3 of its
@@ -329,7 +353,10 @@ static void warm_up(struct follow *f)
 	if (!f->warm_cg || kiwi_sync_send_fd(f->sock, &m, kiwi_cgroup_fd(f->warm_cg)) < 0) {
 		kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), NULL);
 		f->warm_off = true;
+		return;
 	}
+	f->warm_until = kiwi_clock_ns(CLOCK_MONOTONIC) + KIWI_WARM_FOR_NS;
+	arm_session_timer(f);
 }
 
 /* Pid 1's answer: its leader waits in the cgroup, or (an older kernel,

@@ -746,3 +746,25 @@ def test_what_was_started_ahead_killed_costs_no_exec(session, kiwi, victim):
     assert s.exec("true").returncode == 0
     r = s.destroy()
     assert r.returncode == 0 and json.loads(r.stdout)["clean"], explain(r)
+
+
+def test_an_unused_first_exec_leader_goes_after_two_seconds(session, kiwi):
+    """What is started ahead serves a caller that execs as soon as create
+    returns: unused for 2 s, the leader, its command process and their
+    cgroup go (an idle session costs the host two processes less), and
+    the first exec starts its own as any later one does."""
+    s = session()
+    ahead = started_ahead(s)
+    if not ahead:
+        pytest.skip("this session's execs have no cgroup of their own here: nothing is started ahead")
+    cgdir = Path(s.listed()[0]["cgroup"])
+    for _ in range(100):
+        if not any(Path(f"/proc/{p}").exists() for p in ahead):
+            break
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{p}").exists() for p in ahead), f"{ahead} still there 5 s after they were seen"
+    p = s.raw("session", "exec", s.id, "--debug", "--", "/bin/true")
+    assert p.returncode == 0 and "made for it" in p.stderr, explain(p)
+    mounts = [ln.split()[4] for ln in Path("/proc/self/mountinfo").read_text().splitlines() if " - cgroup2 " in ln]
+    left = [d for m in mounts for d in Path(m + str(cgdir)).glob("exec-*")] if mounts else []
+    assert left == [], left
