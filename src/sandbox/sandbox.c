@@ -887,7 +887,8 @@ static void finish(struct follow *f)
 		kiwi_err e = { 0 };
 		res->has_cgroup = true;
 		snprintf(res->cgroup_name, sizeof(res->cgroup_name), "%s", kiwi_cgroup_name(f->cg));
-		if (kiwi_cgroup_read_stats(f->cg, &res->cg, &e) == 0 && res->cg.cpu_usage_us) {
+		/* A session's execs have their own counts; its end has none. */
+		if (!f->session && kiwi_cgroup_read_stats(f->cg, &res->cg, &e) == 0 && res->cg.cpu_usage_us) {
 			/* cpu.stat saw every process, reaped or killed. */
 			res->cpu_user_us = res->cg.cpu_user_us;
 			res->cpu_sys_us = res->cg.cpu_system_us;
@@ -1316,6 +1317,11 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	kiwi_output_close(&f.errout);
 	if (r == 0 && f.layer_fd >= 0 && end_layer(cfg, res, TAKE_FD(f.layer_fd), f.layer_in_place, err) < 0)
 		r = -1;
+	/* Pid 1's leaf is empty now: gone first, the session's cgroup goes
+	 * at its first rmdir (kiwi_cgroup_destroy), where a child left would
+	 * cost a kill, a wait and a walk of its children. */
+	if (f.cg_leaf_fd >= 0)
+		(void)unlinkat(kiwi_cgroup_fd(cg), "keeper", AT_REMOVEDIR);
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
 		      f.seal_fd, f.userns_fd, f.netns_fd, f.sealed_audit_fd, f.creator_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
