@@ -84,8 +84,9 @@ enum kiwi_exec_type {
  * ignore the flag and wait for GO, which the client then sends. */
 #define KIWI_EXEC_GO_IF_MOVED 16u
 
-/* CGROUP: value is the number of the exec's cgroup, <session>/exec-%08x;
- * without KIWI_EXEC_CGROUP_MADE the exec has none. */
+/* CGROUP: value is the number of the exec's cgroup, <session>/ followed by
+ * KIWI_EXEC_CGROUP_LEAF; without KIWI_EXEC_CGROUP_MADE the exec has none. */
+#define KIWI_EXEC_CGROUP_LEAF "exec-%08x"
 #define KIWI_EXEC_CGROUP_MADE 1u
 /* CGROUP: made ahead, with the exec's leader waiting in it. */
 #define KIWI_EXEC_CGROUP_WARM 2u

@@ -2,6 +2,7 @@
 /* The launch sequence, parent side, top to bottom. The child side is
  * init.c; steps #1..#3 are mirrored there. */
 #include "init.h"
+#include "follow.h"
 #include "kiwi/sync.h"
 #include "kiwi/cleanup.h"
 #include "kiwi/debug.h"
@@ -30,7 +31,6 @@
 #include <time.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -120,49 +120,7 @@ static int check_config(const struct kiwi_sandbox_config *cfg, kiwi_err *err)
 	return check_user(cfg, err);
 }
 
-/* Everything the parent follows while the sandbox runs. */
-struct follow {
-	const struct kiwi_sandbox_config *cfg;
-	struct kiwi_sandbox_result *res;
-	kiwi_err *err;
-	int sock, pidfd, sigfd, timerfd;
-	struct kiwi_output out, errout;
-	struct kiwi_cgroup *cg;   /* NULL: no limits asked for */
-	struct kiwi_egress *egress;  /* NULL: no network of our own */
-	struct kiwi_egress *audited; /* whose audit to read: egress, or kiwi-helper's caller half */
-	struct kiwi_registry *reg;   /* the entry for `kiwi-run list`, once made */
-	int64_t register_at;      /* CLOCK_MONOTONIC when to make it; 0 once tried */
-	pid_t pid;                /* the sandbox's init */
-	int audit_fd;             /* the network audit's log; -1: none */
-	int layer_fd;             /* the writable layer, when binds are layered or a session; else -1 */
-	bool layer_in_place;      /* its layered binds were bound in place: nothing to land */
-	int master;               /* --tty: the pty's master, from the sandbox; else -1 */
-	struct kiwi_term term;    /* --tty: the caller's terminal, raw while the session runs */
-	struct kiwi_pty_input in; /* --tty: our stdin to the master */
-	int64_t exec_mono;
-	bool failed, exited, init_gone, killing, grace_armed, hung_up;
-	bool sync_eof;            /* pid 1 closed its end: the pidfd says when it is gone */
-	bool signalled;           /* a signal was forwarded: see ended_for_a_reason() */
-	/* A session: execs running now, and when the last one ended. */
-	struct kiwi_session_hooks *session;
-	int cg_leaf_fd;           /* a session's pid 1 starts in <cgroup>/keeper; else -1 */
-	int seal_fd;              /* the SEAL client waiting for pid 1's purge; else -1 */
-	int userns_fd, netns_fd;  /* a session with egress: its namespaces, for the seal; else -1 */
-	int sealed_audit_fd;      /* then the network audit's log, handed to each exec; else -1 */
-	bool sealed;              /* the network is gone for good */
-	int execs;
-	int64_t idle_since, ready_at;
-	/* The next exec's cgroup, with its leader started ahead in it once
-	 * warm_ready (warm_up()); warm_off: this session cannot. */
-	struct kiwi_cgroup *warm_cg;
-	uint32_t warm_number;
-	bool warm_ready, warm_off;
-	int64_t warm_until;       /* then the warm cgroup and its leader go, unused */
-	int creator_fd;           /* a pidfd of `session create`, until it is gone; else -1 */
-	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
-};
-
-static void arm_timer(struct follow *f, uint64_t ns)
+void follow_arm_timer(struct follow *f, uint64_t ns)
 {
 	struct itimerspec its = {
 		.it_value = { .tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000) },
@@ -172,7 +130,7 @@ static void arm_timer(struct follow *f, uint64_t ns)
 	timerfd_settime(f->timerfd, 0, &its, NULL);
 }
 
-static void send_to_init(struct follow *f, enum kiwi_sync_type type, int sig)
+void follow_send_to_init(struct follow *f, enum kiwi_sync_type type, int sig)
 {
 	struct kiwi_sync_msg m = { .type = type, .value = sig };
 	kiwi_sync_send(f->sock, &m);
@@ -182,14 +140,14 @@ static void send_to_init(struct follow *f, enum kiwi_sync_type type, int sig)
  * included, so the verdict's wall time then comes from our clock), else
  * SIGKILL from pid 1 to every other process of the namespace, after which
  * pid 1 reports the command's end as usual. */
-static void kill_sandbox(struct follow *f)
+void follow_kill(struct follow *f)
 {
 	if (f->killing)
 		return;
 	f->killing = true;
 	if (f->cg && kiwi_cgroup_kill(f->cg, NULL) == 0)
 		return;
-	send_to_init(f, KIWI_SYNC_KILL, SIGKILL);
+	follow_send_to_init(f, KIWI_SYNC_KILL, SIGKILL);
 }
 
 static void stop_waiting(struct follow *f)
@@ -198,13 +156,13 @@ static void stop_waiting(struct follow *f)
 	kiwi_output_stop_waiting(&f->errout);
 }
 
-static void fail_and_kill(struct follow *f, const kiwi_err *e)
+void follow_fail_and_kill(struct follow *f, const kiwi_err *e)
 {
 	if (!f->failed) {
 		*f->err = *e;
 		f->failed = true;
 	}
-	kill_sandbox(f);
+	follow_kill(f);
 }
 
 /* The pty's master, sent by pid 1 before it starts the command: from now
@@ -216,14 +174,14 @@ static void on_pty(struct follow *f, int fd)
 	if (!f->cfg->tty || f->master >= 0 || !kiwi_pty_is_master(fd)) {
 		close(fd);
 		kiwi_error(&e, EPROTO, "tty", "the sandbox sent an unexpected file descriptor");
-		fail_and_kill(f, &e);
+		follow_fail_and_kill(f, &e);
 		return;
 	}
 	f->master = fd;
 	f->out.read_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (f->out.read_fd < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
 		kiwi_error(&e, errno, "tty", "cannot relay the terminal");
-		fail_and_kill(f, &e);
+		follow_fail_and_kill(f, &e);
 		return;
 	}
 	kiwi_pty_input_init(&f->in, STDIN_FILENO, fd);
@@ -232,7 +190,7 @@ static void on_pty(struct follow *f, int fd)
 	kiwi_pty_caller_winsize(STDIN_FILENO, f->cfg->stdout_dest, &ws);
 	ioctl(fd, TIOCSWINSZ, &ws);
 	if (kiwi_term_raw(&f->term, STDIN_FILENO, &e) < 0)
-		fail_and_kill(f, &e);
+		follow_fail_and_kill(f, &e);
 }
 
 /* The session's terminal goes away, as when a terminal window closes:
@@ -247,239 +205,9 @@ static void hang_up(struct follow *f)
 	close(TAKE_FD(f->master));
 	f->in.done = true;
 	f->in.len = f->in.off = 0;
-	arm_timer(f, f->cfg->kill_grace_ns ? f->cfg->kill_grace_ns : TTY_HANGUP_GRACE_NS);
+	follow_arm_timer(f, f->cfg->kill_grace_ns ? f->cfg->kill_grace_ns : TTY_HANGUP_GRACE_NS);
 }
 
-/* A session's one timer: the nearer of its idle and lifetime bounds. */
-static void arm_session_timer(struct follow *f)
-{
-	const struct kiwi_session_hooks *s = f->session;
-	int64_t now = kiwi_clock_ns(CLOCK_MONOTONIC), due = INT64_MAX;
-	if (s->max_lifetime_ns)
-		due = f->ready_at + (int64_t)s->max_lifetime_ns;
-	if (s->idle_timeout_ns && f->execs == 0 && f->idle_since + (int64_t)s->idle_timeout_ns < due)
-		due = f->idle_since + (int64_t)s->idle_timeout_ns;
-	if (f->warm_cg && f->warm_until < due)
-		due = f->warm_until;
-	if (due == INT64_MAX) {
-		struct itimerspec off = { 0 };
-		timerfd_settime(f->timerfd, 0, &off, NULL);
-		return;
-	}
-	arm_timer(f, due > now ? (uint64_t)(due - now) : 1);
-}
-
-static void end_session(struct follow *f, const char *why)
-{
-	if (!f->session->end_reason)
-		f->session->end_reason = why;
-	kill_sandbox(f);
-}
-
-static void cool_down(struct follow *f);
-
-static void on_session_timer(struct follow *f)
-{
-	int64_t now = kiwi_clock_ns(CLOCK_MONOTONIC);
-	const struct kiwi_session_hooks *s = f->session;
-	if (f->warm_cg && now >= f->warm_until)
-		cool_down(f);
-	if (s->max_lifetime_ns && now >= f->ready_at + (int64_t)s->max_lifetime_ns)
-		end_session(f, "max_lifetime");
-	else if (s->idle_timeout_ns && f->execs == 0 && now >= f->idle_since + (int64_t)s->idle_timeout_ns)
-		end_session(f, "idle_timeout");
-	else
-		arm_session_timer(f);
-}
-
-static int register_sandbox(struct follow *f, pid_t pid);
-
-/* ---- a session's exec cgroups (kiwi/keeper.h) ----------------------- */
-
-/* <session>/exec-<number>, its cgroup.procs given to pid 1's owner as the
- * session's is: the kernel asks pid 1 for that right when it starts the
- * exec's leader in it (clone3 CLONE_INTO_CGROUP). NULL: the exec has
- * none (no session cgroup, or none can be made: --debug says why). */
-static struct kiwi_cgroup *make_exec_cgroup(struct follow *f, uint32_t *number)
-{
-	if (!f->cg)
-		return NULL;
-	const struct kiwi_debug *dbg = f->cfg->debug;
-	int64_t t = KIWI_DEBUG_NOW(dbg);
-	char leaf[32];
-	struct kiwi_cgroup *cg = NULL;
-	kiwi_err e = { 0 };
-	uid_t owner = geteuid();
-	if (getrandom(number, sizeof(*number), 0) != (ssize_t)sizeof(*number))
-		return NULL;
-	snprintf(leaf, sizeof(leaf), "exec-%08x", *number);
-	if (kiwi_cgroup_open_child(kiwi_cgroup_name(f->cg), leaf, &cg, &e) < 0)
-		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none: %s: %s", e.msg, strerror(e.errnum));
-	else if (kiwi_cgroup_inherit_procs_owner(cg, &owner, &e) < 0)
-		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s made; %s: %s", kiwi_cgroup_name(cg), e.msg,
-			   strerror(e.errnum));
-	return cg;
-}
-
-/* How long the first exec's leader and command wait for it: what they
- * save (bench/RESULTS.md) matters to a caller that execs as soon as create
- * returns; an idle session then costs the host two processes less. */
-#define KIWI_WARM_FOR_NS (2 * 1000000000LL)
-
-/* Unused in time: both killed with their cgroup (pid 1 reaps them), and
- * the session's execs start theirs when they come. */
-static void cool_down(struct follow *f)
-{
-	int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
-	kiwi_err e = { 0 };
-	if (kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), &e) < 0)
-		KIWI_DEBUG(f->cfg->debug, "run", t, "exec-warm", "%s: %s", e.msg, strerror(e.errnum));
-	f->warm_ready = false;
-	f->warm_off = true;
-}
-
-/* The next exec's cgroup, and its leader started in it by pid 1, made
- * while no one waits (once the session is ready, and after each exec):
- * that exec then pays for neither the mkdir nor pid 1's clone3 of its
- * leader (bench/RESULTS.md). One at a time; an exec that comes meanwhile
- * gets a cgroup made for it, as without. */
-static void warm_up(struct follow *f)
-{
-	if (!f->session || f->warm_cg || f->warm_off || f->killing || f->init_gone || f->sync_eof ||
-	    f->seal_fd >= 0)
-		return;
-	f->warm_cg = make_exec_cgroup(f, &f->warm_number);
-	struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_WARM };
-	if (!f->warm_cg || kiwi_sync_send_fd(f->sock, &m, kiwi_cgroup_fd(f->warm_cg)) < 0) {
-		kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), NULL);
-		f->warm_off = true;
-		return;
-	}
-	f->warm_until = kiwi_clock_ns(CLOCK_MONOTONIC) + KIWI_WARM_FOR_NS;
-	arm_session_timer(f);
-}
-
-/* Pid 1's answer: its leader waits in the cgroup, or (an older kernel,
- * nsdelegate out of reach) it could not start one there: then no exec
- * of this session is warmed up again. */
-static void on_warmed(struct follow *f, int why)
-{
-	if (!f->warm_cg)
-		return;
-	if (why == 0) {
-		f->warm_ready = true;
-		return;
-	}
-	KIWI_DEBUG(f->cfg->debug, "run", 0, "exec-warm", "off: no leader in %s: %s", kiwi_cgroup_name(f->warm_cg),
-		   strerror(why));
-	kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), NULL);
-	f->warm_off = true;
-}
-
-/* An exec's connection goes on to pid 1. The client either brought the
- * exec's cgroup (client_cg) or asked for one: the warm one if it is
- * ready, else one made now; it hears which before anything else, and
- * removes it at the exec's end (the session's end takes what is left). */
-static void pass_exec(struct follow *f, int conn, int client_cg, bool given)
-{
-	struct kiwi_sync_msg m = { .type = KIWI_SYNC_EXEC_CONN };
-	int fds[2] = { conn, client_cg };
-	size_t n = client_cg >= 0 ? 2 : 1;
-	struct kiwi_cgroup *cg = NULL;
-	uint32_t number = 0;
-	if (given && f->warm_ready) {
-		cg = TAKE_PTR(f->warm_cg);
-		number = f->warm_number;
-		f->warm_ready = false;
-		m.flags = KIWI_SYNC_EXEC_WARMED_ONE;
-	} else if (given) {
-		cg = make_exec_cgroup(f, &number);
-		fds[1] = cg ? kiwi_cgroup_fd(cg) : -1;
-		n = cg ? 2 : 1;
-	}
-	struct kiwi_exec_msg said = {
-		.type = KIWI_EXEC_CGROUP, .value = (int32_t)number,
-		.flags = (cg ? KIWI_EXEC_CGROUP_MADE : 0) | (m.flags & KIWI_SYNC_EXEC_WARMED_ONE ? KIWI_EXEC_CGROUP_WARM : 0),
-	};
-	if (!given || kiwi_exec_send(conn, &said, -1) == 0)
-		kiwi_sync_send_fds(f->sock, &m, fds, n);
-	kiwi_cgroup_forget(cg);
-}
-
-
-/* The session is ready: it is listed at once (no lazy registration: it is
- * made to be found), and its creator hears of it. */
-static void session_ready(struct follow *f)
-{
-	f->ready_at = f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
-	f->register_at = 0;
-	if (register_sandbox(f, f->pid) < 0) {
-		kiwi_err e = f->res->registry_error;
-		fail_and_kill(f, &e);
-		return;
-	}
-	arm_session_timer(f);
-	/* The first exec's leader is started once `session create` (our
-	 * parent, waiting for this) has left: its exit and the warm-up would
-	 * share the CPU, on create's own time. */
-	pid_t creator = getppid();
-	f->creator_fd = creator > 1 ? (int)syscall(SYS_pidfd_open, creator, 0) : -1;
-	f->session->ready(f->session->ctx, f->res);
-	if (f->creator_fd < 0)
-		warm_up(f);
-}
-
-static void on_creator_gone(struct follow *f)
-{
-	kiwi_closep(&f->creator_fd);
-	warm_up(f);
-}
-
-/* Once pid 1 has made its cgroup namespace (init.c, cgroupns_at), the
- * session's cgroup, empty again, hands its controllers down to pid 1's
- * leaf and each exec's cgroup. */
-static int enable_session_controllers(struct follow *f, uint32_t flags)
-{
-	int64_t t = KIWI_DEBUG_NOW(f->cfg->debug);
-	kiwi_err e = { 0 };
-	if (kiwi_cgroup_enable_children(f->cg, &e) < 0) {
-		fail_and_kill(f, &e);
-		return -1;
-	}
-	KIWI_DEBUG(f->cfg->debug, "run", t, "cgroup-children", "controllers on for %s's children; cgroup namespace at %s",
-		   kiwi_cgroup_name(f->cg), flags & KIWI_SYNC_CGROUPNS_AT_SESSION ? "it" : "its leaf, keeper");
-	return 0;
-}
-
-static void on_exec_count(struct follow *f, int running)
-{
-	f->execs = running > 0 ? running : 0;
-	if (f->execs == 0)
-		f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
-	arm_session_timer(f);
-}
-
-/* Pid 1 killed every other process: now the network (once: nothing can
- * bring it back), then the answer. */
-static void seal_network(struct follow *f, int reaped)
-{
-	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
-	if (f->cfg->egress && !f->sealed &&
-	    kiwi_egress_seal(f->audited, f->userns_fd, f->netns_fd, &f->sealed_audit_fd, &r.err) < 0)
-		r.ok = 0;
-	else
-		f->sealed = true;
-	/* `list` shows the network the sandbox has now: the audit a verify
-	 * gets. It is gone whether or not the entry says so: a failure to
-	 * say so fails no verify. */
-	kiwi_err ignored;
-	if (f->sealed)
-		(void)kiwi_registry_set_sealed(f->reg, &ignored);
-	if (f->seal_fd >= 0)
-		(void)!send(f->seal_fd, &r, sizeof(r), MSG_NOSIGNAL);
-	if (f->seal_fd >= 0)
-		close(TAKE_FD(f->seal_fd));
-}
 
 static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 {
@@ -489,24 +217,24 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		KIWI_DEBUG(f->cfg->debug, "run", 0, "started", "the command runs (sync #2)");
 		res->started = true;
 		f->exec_mono = m->mono_ns;
-		if (f->session && f->cg_leaf_fd >= 0 && enable_session_controllers(f, m->flags) < 0)
+		if (f->session && f->cg_leaf_fd >= 0 && follow_session_controllers(f, m->flags) < 0)
 			break;
 		if (f->session)
-			session_ready(f);
+			follow_session_ready(f);
 		else if (f->cfg->timeout_ns)
-			arm_timer(f, f->cfg->timeout_ns);
+			follow_arm_timer(f, f->cfg->timeout_ns);
 		break;
 	case KIWI_SYNC_EXEC_BEGIN:
 	case KIWI_SYNC_EXEC_END:
 		if (f->session)
-			on_exec_count(f, m->value);
+			follow_exec_count(f, m->value);
 		break;
 	case KIWI_SYNC_PURGED:
 		if (f->session)
-			seal_network(f, m->value);
+			follow_session_seal(f, m->value);
 		break;
 	case KIWI_SYNC_EXEC_WARMED:
-		on_warmed(f, m->value);
+		follow_warmed(f, m->value);
 		break;
 	case KIWI_SYNC_ERROR:
 		*f->err = m->err;
@@ -547,31 +275,31 @@ static void on_timer(struct follow *f)
 	}
 	if (f->session) {
 		if (!f->killing)
-			on_session_timer(f);
+			follow_session_timer(f);
 		return;
 	}
 	if (f->hung_up) {
-		kill_sandbox(f);
+		follow_kill(f);
 		return;
 	}
 	f->res->timed_out = true;
 	if (f->cfg->kill_grace_ns && !f->grace_armed) {
 		f->grace_armed = true;
-		send_to_init(f, KIWI_SYNC_KILL, SIGTERM);
-		arm_timer(f, f->cfg->kill_grace_ns);
+		follow_send_to_init(f, KIWI_SYNC_KILL, SIGTERM);
+		follow_arm_timer(f, f->cfg->kill_grace_ns);
 		return;
 	}
-	kill_sandbox(f);
+	follow_kill(f);
 }
 
 static void on_output(struct follow *f, struct kiwi_output *o)
 {
 	kiwi_err e = { 0 };
 	if (kiwi_output_pump(o, &e) < 0 && !f->failed)
-		fail_and_kill(f, &e);
+		follow_fail_and_kill(f, &e);
 	if (o->truncated && f->cfg->output_limit_kill && !f->res->output_limit_hit) {
 		f->res->output_limit_hit = true;
-		kill_sandbox(f);
+		follow_kill(f);
 	}
 }
 
@@ -580,7 +308,7 @@ static void on_writable(struct follow *f, struct kiwi_output *o)
 {
 	kiwi_err e = { 0 };
 	if (kiwi_output_flush(o, &e) < 0 && !f->failed)
-		fail_and_kill(f, &e);
+		follow_fail_and_kill(f, &e);
 }
 
 static void on_signal(struct follow *f)
@@ -597,12 +325,12 @@ static void on_signal(struct follow *f)
 			if (f->master >= 0)
 				hang_up(f);
 			else
-				kill_sandbox(f);
+				follow_kill(f);
 		} else if (f->session && sig != SIGWINCH) {
-			end_session(f, "signal");
+			follow_session_end(f, "signal");
 		} else if (sig != SIGWINCH) {
 			f->signalled = true;
-			send_to_init(f, KIWI_SYNC_SIGNAL, sig);
+			follow_send_to_init(f, KIWI_SYNC_SIGNAL, sig);
 		}
 	}
 }
@@ -654,87 +382,6 @@ static int recv_message(struct follow *f, struct kiwi_sync_msg *m)
 	return r;
 }
 
-/* Everything the kernel logged so far is read first: an exec that ended
- * has all its attempts in the tally. */
-static void answer_tally(struct follow *f, int conn, const struct kiwi_egress_mark *since)
-{
-	struct kiwi_egress *e = f->cfg->egress ? f->audited : NULL;
-	if (e)
-		kiwi_egress_audit_read(e, NULL);
-	struct kiwi_session_tally_reply r = { .sealed = f->sealed };
-	kiwi_egress_mark(e, &r.mark);
-	_cleanup_free_ struct kiwi_egress_tally *t = since ? kiwi_egress_tally_since(e, since) : NULL;
-	r.has_tally = t != NULL;
-	/* Sealed: the exec reads the network audit's log itself. */
-	int audit = f->sealed ? f->sealed_audit_fd : -1;
-	if (kiwi_send_fd(conn, &r, sizeof(r), audit) == (ssize_t)sizeof(r) && t)
-		(void)!send(conn, t, kiwi_egress_tally_size(), MSG_NOSIGNAL);
-}
-
-/* An exec the seal forbids: answered as pid 1 answers a failed start. */
-static bool refuse_exec(struct follow *f, int conn, char op)
-{
-	kiwi_err err = { 0 };
-	if (f->seal_fd >= 0)
-		kiwi_error(&err, EBUSY, KIWI_SESSION_STEP_SEALED, "session `%s` is being switched to verify: "
-			   "no exec starts until it is", f->session->id);
-	else if (f->sealed && op == KIWI_SESSION_OP_EXEC_BEFORE_VERIFY)
-		kiwi_error(&err, EPERM, KIWI_SESSION_STEP_SEALED, "session `%s` has been through verify: its "
-			   "network is gone for good, an install needs a new session", f->session->id);
-	else
-		return false;
-	struct kiwi_exec_msg m = { .type = KIWI_EXEC_FAILED, .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC), .err = err };
-	kiwi_exec_send(conn, &m, -1);
-	return true;
-}
-
-/* A client of the session: only the session's owner (the directory the
- * socket is in is theirs alone; the peer's credentials are checked all the
- * same). One byte says what it wants: 'x' an exec, whose connection goes
- * on to pid 1, 's' a snapshot (the hook's), or 'd' the end, answered once
- * everything is removed. */
-static void on_client(struct follow *f)
-{
-	_cleanup_close_ int conn = accept4(f->session->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (conn < 0)
-		return;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid())
-		return;
-	struct timeval tv = { .tv_sec = 2 };
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	union {
-		char op[2];
-		struct kiwi_session_tally_request tally;
-	} req = { 0 };
-	/* An exec may bring its own cgroup's directory (kiwi/keeper.h), for
-	 * pid 1 to start the exec's leader in; the kernel checks pid 1's
-	 * right to it when pid 1 uses it, so it is passed on as it came. */
-	_cleanup_close_ int exec_cg = -1;
-	ssize_t n = kiwi_recv_fd(conn, &req, sizeof(req), 0, &exec_cg);
-	if (n < 1)
-		return;
-	char op = req.op[0];
-	tv.tv_sec = 0;
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if ((op == 'x' || op == KIWI_SESSION_OP_EXEC_BEFORE_VERIFY) && !f->killing) {
-		if (!refuse_exec(f, conn, op))
-			pass_exec(f, conn, exec_cg, n == 2 && req.op[1] == KIWI_SESSION_EXEC_CGROUP_FROM_SESSION);
-	} else if (op == 's' && f->session->snapshot && !f->killing) {
-		f->session->snapshot(f->session->ctx, conn, f->layer_fd, f->cg);
-	} else if (op == KIWI_SESSION_OP_TALLY) {
-		answer_tally(f, conn, n == (ssize_t)sizeof(req.tally) && req.tally.has_since ? &req.tally.since : NULL);
-	} else if (op == KIWI_SESSION_OP_SEAL && !f->killing && f->seal_fd < 0) {
-		f->seal_fd = TAKE_FD(conn);
-		send_to_init(f, KIWI_SYNC_PURGE, 0);
-	} else if (op == 'd') {
-		if (f->session->destroy_fd < 0)
-			f->session->destroy_fd = TAKE_FD(conn);
-		end_session(f, "destroy");
-	}
-}
-
 static void read_audit(struct follow *f)
 {
 	if (f->audit_fd >= 0)
@@ -761,7 +408,7 @@ static int poll_timeout(struct follow *f)
 	/* Due: a failure leaves the sandbox running, unlisted, and is told
 	 * at the end. */
 	f->register_at = 0;
-	if (register_sandbox(f, f->pid) < 0)
+	if (follow_register(f, f->pid) < 0)
 		f->res->registry_failed = true;
 	return -1;
 }
@@ -862,9 +509,9 @@ static int follow(struct follow *f)
 		if (pfd[SLOT_NET_AUDIT].revents)
 			read_audit(f);
 		if (pfd[SLOT_SESSION].revents)
-			on_client(f);
+			follow_session_client(f);
 		if (pfd[SLOT_CREATOR].revents)
-			on_creator_gone(f);
+			follow_creator_gone(f);
 		if (f->init_gone) {
 			/* Messages sent just before pid 1 left are still queued. */
 			while (recv_message(f, &m) > 0)
@@ -1018,7 +665,7 @@ static int release_child(struct follow *f, pid_t pid)
 
 /* The sandbox's entry for `kiwi-run list` and `kill`. Made after clone, so
  * the sandbox never inherits its lock, and while the child builds itself. */
-static int register_sandbox(struct follow *f, pid_t pid)
+int follow_register(struct follow *f, pid_t pid)
 {
 	const struct kiwi_sandbox_config *cfg = f->cfg;
 	struct kiwi_registry_entry e = {

@@ -76,7 +76,7 @@ static void take_own_cgroup(struct client *c, const struct kiwi_registry_entry *
 	int64_t t = KIWI_DEBUG_NOW(dbg);
 	char leaf[32];
 	kiwi_err why = { 0 };
-	snprintf(leaf, sizeof(leaf), "exec-%08x", (uint32_t)m->value);
+	snprintf(leaf, sizeof(leaf), KIWI_EXEC_CGROUP_LEAF, (uint32_t)m->value);
 	if (kiwi_cgroup_open_made(e->cgroup, leaf, &c->cg, &why) < 0)
 		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none of its own: %s: %s", why.msg, strerror(why.errnum));
 	else
