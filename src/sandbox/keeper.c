@@ -166,6 +166,19 @@ static void exec_config(const struct leader *l, const struct kiwi_init_args *arg
 	cfg->n_preserve_fds = 0;
 }
 
+/* The command's arguments to kiwi_init: cfg (exec_config's), and the
+ * request's fds, /dev/null (null) where it sent none. */
+static struct kiwi_init_args exec_args(const struct leader *l, const struct kiwi_init_args *args,
+				       const struct kiwi_sandbox_config *cfg, int null)
+{
+	struct kiwi_init_args a = *args;
+	a.cfg = cfg;
+	a.stdin_fd = l->req.fds[0] >= 0 ? l->req.fds[0] : null;
+	a.stdout_fd = l->req.fds[1] >= 0 ? l->req.fds[1] : null;
+	a.stderr_fd = l->req.fds[2] >= 0 ? l->req.fds[2] : null;
+	return a;
+}
+
 static void close_request_fds(struct leader *l)
 {
 	int closed = -1;
@@ -185,11 +198,7 @@ static int start(struct leader *l, const struct kiwi_init_args *args, kiwi_err *
 	struct kiwi_sandbox_config cfg;
 	exec_config(l, args, &cfg);
 	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	struct kiwi_init_args a = *args;
-	a.cfg = &cfg;
-	a.stdin_fd = l->req.fds[0] >= 0 ? l->req.fds[0] : null;
-	a.stdout_fd = l->req.fds[1] >= 0 ? l->req.fds[1] : null;
-	a.stderr_fd = l->req.fds[2] >= 0 ? l->req.fds[2] : null;
+	struct kiwi_init_args a = exec_args(l, args, &cfg, null);
 	int64_t exec_ns = 0;
 	l->cmd = kiwi_init_start_command(&a, &exec_ns, err);
 	close_request_fds(l);
@@ -232,11 +241,7 @@ _Noreturn static void command_ahead_main(const struct kiwi_init_args *args, int 
 	}
 	struct kiwi_sandbox_config cfg;
 	exec_config(&l, args, &cfg);
-	struct kiwi_init_args a = *args;
-	a.cfg = &cfg;
-	a.stdin_fd = l.req.fds[0] >= 0 ? l.req.fds[0] : null;
-	a.stdout_fd = l.req.fds[1] >= 0 ? l.req.fds[1] : null;
-	a.stderr_fd = l.req.fds[2] >= 0 ? l.req.fds[2] : null;
+	struct kiwi_init_args a = exec_args(&l, args, &cfg, null);
 	kiwi_init_command_exec(&a, report, early);
 }
 
