@@ -60,6 +60,8 @@ struct kiwi_session_hooks {
 	int procfs_fd;
 	uint64_t mntns_id;
 	uint64_t mntns_ino;
+	/* Out, once cloned: pid 1's pid on the host (0 until then). */
+	pid_t init_pid;
 };
 
 /* The supervisor's ops besides exec ('x'), snapshot ('s') and destroy

@@ -223,6 +223,7 @@ static uint64_t ns_inode(pid_t pid, const char *kind)
 struct supervisor_ctx {
 	int ready_fd;
 	struct run_session *s;
+	const struct kiwi_session_hooks *h;
 	uint64_t pidns, mntns;
 	const char *image_ref;    /* NULL: made from --rootfs */
 };
@@ -247,23 +248,20 @@ static void supervisor_snapshot(void *ctx, int conn, int layer, struct kiwi_cgro
 static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
 {
 	struct supervisor_ctx *c = ctx;
-	struct kiwi_registry_entry e;
-	_cleanup_close_ int fd = -1;
-	/* The creator first: it is waiting, and nothing below is its. */
-	on_ready(&c->ready_fd, res);
 	/* Pid 1's namespaces, while its pid is surely its own: we have not
 	 * reaped it (this process alone may). Where a witness is missing, or
 	 * the mount namespace outlives pid 1, the evidence counts what is
 	 * left in them at the end. */
-	if (kiwi_registry_find_held(res->id, &e, &fd, NULL) == 0) {
-		c->pidns = ns_inode(e.pid, "pid");
-		c->mntns = ns_inode(e.pid, "mnt");
-	}
+	c->pidns = ns_inode(c->h->init_pid, "pid");
+	c->mntns = ns_inode(c->h->init_pid, "mnt");
 	/* The snapshot's blob, read by the restore: not the session's to hold. */
 	if (c->s->a.cfg.restore_fd > 2) {
 		close(c->s->a.cfg.restore_fd);
 		c->s->a.cfg.restore_fd = -1;
 	}
+	/* The creator last: a pipe's wake-up is a synchronous one, which
+	 * puts it on this CPU to run once we sleep. */
+	on_ready(&c->ready_fd, res);
 }
 
 /* The supervisor: detached from the caller (its own session, no stdio of
@@ -278,7 +276,7 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 		dup2(null, fd);
 	if (null > 2)
 		close(null);
-	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s, .image_ref = image_ref[0] ? image_ref : NULL };
+	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s, .h = h, .image_ref = image_ref[0] ? image_ref : NULL };
 	h->ready = supervisor_ready;
 	h->snapshot = supervisor_snapshot;
 	h->ctx = &ctx;

@@ -76,6 +76,7 @@ void follow_session_timer(struct follow *f);
 /* Pid 1's KIWI_SYNC_EXEC_WARMED. */
 void follow_warmed(struct follow *f, int why);
 /* Pid 1 is up: registered, the creator told, the first exec warmed. */
+void follow_session_cloned(struct follow *f);
 void follow_session_ready(struct follow *f);
 /* `session create` has left: the first exec is warmed up now. */
 void follow_creator_gone(struct follow *f);

@@ -815,6 +815,8 @@ static int spawn_and_follow(struct follow *f, const sigset_t *fwd)
 	f->pid = pid;
 	if (!f->session)
 		f->register_at = kiwi_clock_ns(CLOCK_MONOTONIC) + (int64_t)KIWI_REGISTER_DELAY_MS * 1000000;
+	else
+		follow_session_cloned(f);
 	if (follow(f) < 0)
 		return -1;
 	finish(f);

@@ -172,17 +172,23 @@ static void pass_exec(struct follow *f, int conn, int client_cg, bool given)
 }
 
 
-/* The session is ready: it is listed at once (no lazy registration: it is
- * made to be found), and its creator hears of it. */
-void follow_session_ready(struct follow *f)
+/* Pid 1 is cloned and builds itself. The session is listed now (no lazy
+ * registration: it is made to be found), while we only wait, not on
+ * create's time once it is ready; its clients wait in the listening
+ * queue until then (SLOT_SESSION is polled from ready on). */
+void follow_session_cloned(struct follow *f)
 {
-	f->ready_at = f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
-	f->register_at = 0;
+	f->session->init_pid = f->pid;
 	if (follow_register(f, f->pid) < 0) {
 		kiwi_err e = f->res->registry_error;
 		follow_fail_and_kill(f, &e);
-		return;
 	}
+}
+
+/* The session is ready: its creator hears of it. */
+void follow_session_ready(struct follow *f)
+{
+	f->ready_at = f->idle_since = kiwi_clock_ns(CLOCK_MONOTONIC);
 	arm_session_timer(f);
 	/* The first exec's leader is started once `session create` (our
 	 * parent, waiting for this) has left: its exit and the warm-up would
