@@ -22,4 +22,12 @@
  * our sibling). */
 pid_t kiwi_spawn(uint64_t ns_flags, int cgroup_fd, int *pidfd, kiwi_err *err);
 
+/* A child that only holds what ns_flags made for it (a namespace to join
+ * by *pidfd) until hold_r reads end of file, then exits; hold_w, the
+ * other end, is closed in it. It never returns here. Where it can
+ * (x86-64), it shares our memory (CLONE_VM) and runs a few instructions on
+ * a stack of its own: no copy of our address space to make or tear down.
+ * Elsewhere, a fork. Returns its pid, or -1 with err set. */
+pid_t kiwi_spawn_holder(uint64_t ns_flags, int cgroup_fd, int hold_r, int hold_w, int *pidfd, kiwi_err *err);
+
 #endif

@@ -511,13 +511,7 @@ static int cgroupns_at(struct init_ctx *c, kiwi_err *err)
 		return kiwi_error(err, errno, "init", "cannot make a pipe");
 	kiwi_err why = { 0 };
 	int pidfd = -1;
-	pid_t pid = kiwi_spawn(CLONE_NEWCGROUP, c->session_cg, &pidfd, &why);
-	if (pid == 0) {
-		char b;
-		close(gate[1]);
-		(void)!read(gate[0], &b, 1);  /* until pid 1 has joined */
-		_exit(0);
-	}
+	pid_t pid = kiwi_spawn_holder(CLONE_NEWCGROUP, c->session_cg, gate[0], gate[1], &pidfd, &why);
 	close(gate[0]);
 	int joined = pid > 0 ? setns(pidfd, CLONE_NEWCGROUP) : -1;
 	int e = pid > 0 ? errno : why.errnum;
