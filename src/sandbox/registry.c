@@ -862,22 +862,35 @@ struct search {
 	bool any_holder;
 };
 
+/* One more entry id names: two are one too many (an ambiguous prefix). */
+static void take_found(struct search *s, const char *name, int dirfd)
+{
+	struct kiwi_registry_entry one;
+	int one_fd = -1;
+	kiwi_err ignored;
+	if (read_entry(dirfd, name, &one, &one_fd, s->any_holder, &ignored) <= 0)
+		return;
+	if (s->found++)
+		close(*s->fd);
+	*s->e = one;
+	*s->fd = one_fd;
+}
+
 static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 {
 	struct search *s = ctx;
+	size_t len = strlen(s->id);
 	(void)err;
-	for (struct dirent *de; s->found < 2 && (de = readdir(dir));) {
-		struct kiwi_registry_entry one;
-		int one_fd = -1;
-		if (!entry_name(de->d_name) || strncmp(de->d_name, s->id, strlen(s->id)))
-			continue;
-		kiwi_err ignored;
-		if (read_entry(d->fd, de->d_name, &one, &one_fd, s->any_holder, &ignored) <= 0)
-			continue;
-		if (s->found++)
-			close(*s->fd);
-		*s->e = one;
-		*s->fd = one_fd;
+	/* A whole id names its file: no listing to read through, however
+	 * many sandboxes the directory holds. */
+	if (len == KIWI_REGISTRY_ID_LEN) {
+		char name[KIWI_REGISTRY_ID_LEN + sizeof(SUFFIX)];
+		snprintf(name, sizeof(name), "%s%s", s->id, SUFFIX);
+		take_found(s, name, d->fd);
+	} else {
+		for (struct dirent *de; s->found < 2 && (de = readdir(dir));)
+			if (entry_name(de->d_name) && !strncmp(de->d_name, s->id, len))
+				take_found(s, de->d_name, d->fd);
 	}
 	return s->found < 2 ? 0 : 1;
 }
