@@ -28,6 +28,12 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err);
 /* The same with a whole request (its first byte the op). */
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err);
+/* The request sent first, before the registry is read, where a whole id
+ * names the socket (the caller's own directory, which no one else may
+ * write; the supervisor checks the peer's uid): the supervisor sets to
+ * work while the caller looks the session up. -1 when id is a prefix or
+ * nothing answers there: then kiwi_session_find says why. */
+int kiwi_session_reach(const char *id, const void *req, size_t len);
 /* KIWI_SESSION_OP_TALLY (kiwi/sandbox.h): *r; with since and tally, the
  * attempts since that mark (freed with free()); *audit_fd (NULL: closed):
  * a sealed session's network audit log, else -1. */

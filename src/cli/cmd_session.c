@@ -688,12 +688,17 @@ static int session_destroy(int argc, char **argv)
 	if (argc != 2 || argv[1][0] == '-')
 		return kiwi_cli_usage_error("session destroy", "give one session id: session destroy ID");
 	kiwi_err err = { 0 };
-	struct kiwi_registry_entry e;
-	if (kiwi_session_find(argv[1], &e, &err) < 0) {
+	struct kiwi_registry_entry e = { 0 };
+	/* A whole id reaches the supervisor at once; else (or none there)
+	 * the registry says which session it is, or why none. */
+	snprintf(e.id, sizeof(e.id), "%.*s", KIWI_REGISTRY_ID_LEN, argv[1]);
+	_cleanup_close_ int conn = kiwi_session_reach(argv[1], "d", 1);
+	if (conn < 0 && kiwi_session_find(argv[1], &e, &err) < 0) {
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;
 	}
-	_cleanup_close_ int conn = kiwi_session_connect(&e, 'd', &err);
+	if (conn < 0)
+		conn = kiwi_session_connect(&e, 'd', &err);
 	if (conn < 0) {
 		kiwi_cli_print_error(&err);
 		return KIWI_EXIT_FAILED;

@@ -456,12 +456,9 @@ static int run_exec(struct client *c, const struct kiwi_registry_entry *e)
 {
 	if (open_streams(c) < 0)
 		return -1;
-	const char op[2] = { c->x->before_verify ? KIWI_SESSION_OP_EXEC_BEFORE_VERIFY : 'x',
-			     KIWI_SESSION_EXEC_CGROUP_FROM_SESSION };
-	c->conn = kiwi_session_request(e, op, sizeof(op), c->err);
 	c->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (c->conn < 0 || c->timerfd < 0 || start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
-		if (c->conn >= 0 && c->timerfd < 0)
+	if (c->timerfd < 0 || start(c, e) < 0 || (c->master >= 0 && start_tty(c) < 0)) {
+		if (c->timerfd < 0)
 			kiwi_error(c->err, errno, "exec", "cannot make a timer");
 		if (c->cg)
 			kiwi_cgroup_destroy(TAKE_PTR(c->cg), NULL);
@@ -479,6 +476,14 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 {
 	struct timespec at = res->started_at;
 	*res = (struct kiwi_sandbox_result){ .exit_code = -1, .started_at = at };
+	/* Asked for first: the session starts the exec's leader while we set
+	 * up our end. Its command waits for our request (sent once the tally
+	 * below is marked), so no attempt of it comes before the mark. */
+	const char op[2] = { x->before_verify ? KIWI_SESSION_OP_EXEC_BEFORE_VERIFY : 'x',
+			     KIWI_SESSION_EXEC_CGROUP_FROM_SESSION };
+	int conn = kiwi_session_request(e, op, sizeof(op), err);
+	if (conn < 0)
+		return -1;
 	/* The session's network, pinned at create: its kind, for the verdict,
 	 * and with egress the attempts made while the exec ran. */
 	static const char *const kinds[] = { "egress", "audit", "none" };
@@ -496,7 +501,7 @@ int kiwi_session_exec(const struct kiwi_registry_entry *e, const struct kiwi_ses
 		res->network = audit >= 0 && kiwi_net_audit_drain(audit, &earlier, NULL) == 0 ? "audit" : "none";
 	if (!at.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &res->started_at);
-	struct client c = { .x = x, .res = res, .err = err, .conn = -1, .timerfd = -1, .sigfd = -1, .master = -1,
+	struct client c = { .x = x, .res = res, .err = err, .conn = conn, .timerfd = -1, .sigfd = -1, .master = -1,
 			    .leader = -1 };
 	kiwi_output_init(&c.out, -1, 0);
 	kiwi_output_init(&c.errout, -1, 0);

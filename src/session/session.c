@@ -48,30 +48,38 @@ int kiwi_session_socket_path(const char *id, char *out, size_t len, bool create_
 	return 0;
 }
 
-static int request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
+static int request(const char *id, const void *req, size_t len, kiwi_err *err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	if (kiwi_session_socket_path(e->id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
+	if (kiwi_session_socket_path(id, sun.sun_path, sizeof(sun.sun_path), false, err) < 0)
 		return -1;
 	_cleanup_close_ int conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (conn < 0)
 		return kiwi_error(err, errno, "session", "cannot create a socket");
 	if (connect(conn, (struct sockaddr *)&sun, sizeof(sun)) < 0)
-		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", e->id,
+		return kiwi_error(err, errno, "session", "cannot reach session `%s` (%s)", id,
 				  errno == ENOENT || errno == ECONNREFUSED ? "it is ending" : "its socket");
 	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len)
-		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", e->id);
+		return kiwi_error(err, errno, "session", "cannot talk to session `%s`", id);
 	return TAKE_FD(conn);
+}
+
+int kiwi_session_reach(const char *id, const void *req, size_t len)
+{
+	kiwi_err ignored = { 0 };
+	if (strlen(id) != KIWI_REGISTRY_ID_LEN || strspn(id, "0123456789abcdef") != KIWI_REGISTRY_ID_LEN)
+		return -1;
+	return request(id, req, len, &ignored);
 }
 
 int kiwi_session_request(const struct kiwi_registry_entry *e, const void *req, size_t len, kiwi_err *err)
 {
-	return request(e, req, len, err);
+	return request(e->id, req, len, err);
 }
 
 int kiwi_session_connect(const struct kiwi_registry_entry *e, char op, kiwi_err *err)
 {
-	return request(e, &op, 1, err);
+	return request(e->id, &op, 1, err);
 }
 
 /* One message, as recv returns it (EINTR retried). */

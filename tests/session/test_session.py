@@ -168,6 +168,45 @@ def test_bad_input_one_line(session, kiwi):
     assert s.exec("true").returncode == 0
 
 
+def test_a_whole_id_and_a_prefix_reach_the_same_session(session, kiwi):
+    """A whole id goes straight to its registry entry and its socket (no
+    listing read); a prefix is looked up in the listing. Both reach the
+    session they name and no other, and neither reaches it once it is
+    gone; a run's id is no session's."""
+    s, other = session(), session()
+    assert s.sh("echo mine > /tmp/who").returncode == 0
+    assert other.sh("echo other > /tmp/who").returncode == 0
+    for name in (s.id, s.id[:6]):
+        r = s.raw("session", "exec", name, "--", "cat", "/tmp/who")
+        assert r.returncode == 0 and r.stdout == "mine\n", explain(r)
+    r = s.raw("session", "destroy", s.id[:6])
+    s.destroyed = True
+    assert r.returncode == 0 and json.loads(r.stdout)["id"] == s.id, explain(r)
+    for name in (s.id, s.id[:6]):
+        one_error_line(s.raw("session", "exec", name, "--", "true"), name)
+        one_error_line(s.raw("session", "destroy", name), name)
+    r = other.raw("session", "destroy", other.id)
+    other.destroyed = True
+    assert r.returncode == 0 and json.loads(r.stdout)["clean"], explain(r)
+    run = subprocess.Popen(kiwi.raw_argv(["run", "--rootfs", kiwi.rootfs, "--", "sleep", "30"]),
+                           env=kiwi.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        run_id = None
+        for _ in range(100):
+            r = s.raw("list", "--json")
+            ids = [e["id"] for e in json.loads(r.stdout or "[]") if e["supervisor_pid"] == run.pid]
+            if ids:
+                run_id = ids[0]
+                break
+            time.sleep(0.05)
+        assert run_id, "the run never showed in `kiwi-run list`"
+        one_error_line(s.raw("session", "destroy", run_id), run_id, "a run")
+    finally:
+        run.kill()
+        run.wait()
+
+
 @pytest.mark.parametrize("verb", ["create", "exec", "cp", "snapshot", "list", "destroy"])
 def test_every_verb_answers_help(kiwi, verb):
     """What the usage errors point to (`see kiwi-run session VERB --help`)
