@@ -30,7 +30,12 @@
  *   leader -> client   KIWI_EXEC_STARTED, or KIWI_EXEC_FAILED with the error
  *   client -> leader   KIWI_EXEC_KILL (timeout, signals) at any time
  *   leader -> client   KIWI_EXEC_EXIT once the command and, unless kept,
- *                      everything it started are gone
+ *                      everything it started are gone; with
+ *                      KIWI_EXEC_UNTIL_CLOSED it stays until the client
+ *                      closes, and the exec's cgroup goes when pid 1 has
+ *                      reaped it: removed by the supervisor where CGROUP
+ *                      said KIWI_EXEC_CGROUP_SESSION_REMOVES, else by the
+ *                      client (which closes first, then waits for it)
  *
  * The leader started ahead also forks its command's process ahead: signals
  * reset, a session of its own, and, with the built-in seccomp profile,
@@ -83,6 +88,13 @@ enum kiwi_exec_type {
  * A round trip less, two wakeups fewer, on every exec. Older leaders
  * ignore the flag and wait for GO, which the client then sends. */
 #define KIWI_EXEC_GO_IF_MOVED 16u
+/* REQUEST: after EXIT the leader stays until the client closes the
+ * connection (at most KIWI_EXEC_LINGER_MS), so that its exit, which
+ * tears down a copy of pid 1's address space, runs after the client's
+ * and not on its time: the client is woken onto the leader's CPU. Older
+ * leaders exit at once, as a client that wants them gone first closes. */
+#define KIWI_EXEC_UNTIL_CLOSED 32u
+#define KIWI_EXEC_LINGER_MS 2000
 
 /* CGROUP: value is the number of the exec's cgroup, <session>/ followed by
  * KIWI_EXEC_CGROUP_LEAF; without KIWI_EXEC_CGROUP_MADE the exec has none. */
@@ -90,6 +102,9 @@ enum kiwi_exec_type {
 #define KIWI_EXEC_CGROUP_MADE 1u
 /* CGROUP: made ahead, with the exec's leader waiting in it. */
 #define KIWI_EXEC_CGROUP_WARM 2u
+/* CGROUP: the session removes it once the exec's leader is gone (the
+ * client reads it, and neither waits for the leader nor removes it). */
+#define KIWI_EXEC_CGROUP_SESSION_REMOVES 4u
 /* READY: the leader was born in the exec's cgroup. */
 #define KIWI_EXEC_IN_CGROUP 1u
 /* READY: the leader goes on without GO (KIWI_EXEC_GO_IF_MOVED). */

@@ -56,6 +56,10 @@ struct follow {
 	bool warm_ready, warm_off;
 	int64_t warm_until;       /* then the warm cgroup and its leader go, unused */
 	int creator_fd;           /* a pidfd of `session create`, until it is gone; else -1 */
+	/* The exec cgroups it removes itself (KIWI_EXEC_CGROUP_SESSION_REMOVES),
+	 * each at the first leader's end that finds it empty. */
+	struct kiwi_cgroup *exec_cgs[16];
+	size_t n_exec_cgs;
 	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
 
@@ -77,6 +81,11 @@ void follow_session_timer(struct follow *f);
 void follow_warmed(struct follow *f, int why);
 /* Pid 1 is up: registered, the creator told, the first exec warmed. */
 void follow_session_cloned(struct follow *f);
+/* An exec's leader is gone (KIWI_SYNC_EXEC_END): running is how many are
+ * left; the exec cgroups left empty go. */
+void follow_exec_ended(struct follow *f, int running);
+/* The session's end: its cgroup's removal takes what is left of them. */
+void follow_forget_exec_cgroups(struct follow *f);
 void follow_session_ready(struct follow *f);
 /* `session create` has left: the first exec is warmed up now. */
 void follow_creator_gone(struct follow *f);

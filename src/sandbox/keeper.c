@@ -393,6 +393,16 @@ static void follow_command(struct leader *l)
 	}
 }
 
+/* KIWI_EXEC_UNTIL_CLOSED: until the client has closed its end, or gone
+ * quiet for KIWI_EXEC_LINGER_MS; whatever it still sends is dropped. */
+static void wait_closed(int conn)
+{
+	struct pollfd pfd = { .fd = conn, .events = POLLIN };
+	char drop[sizeof(struct kiwi_exec_msg)];
+	while (poll(&pfd, 1, KIWI_EXEC_LINGER_MS) > 0 && recv(conn, drop, sizeof(drop), MSG_DONTWAIT) > 0)
+		;
+}
+
 /* Copies between two fds; 0, or -1 with errno. */
 static int copy_fd(int in, int out)
 {
@@ -547,6 +557,8 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	if (!l.keep_background)
 		kill_tree(&l);
 	report_exit(&l, layer);
+	if (l.req.flags & KIWI_EXEC_UNTIL_CLOSED)
+		wait_closed(l.conn);
 	_exit(0);
 fail:
 	/* A command made ahead never runs without its client. */

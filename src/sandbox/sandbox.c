@@ -225,9 +225,12 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 			follow_arm_timer(f, f->cfg->timeout_ns);
 		break;
 	case KIWI_SYNC_EXEC_BEGIN:
-	case KIWI_SYNC_EXEC_END:
 		if (f->session)
 			follow_exec_count(f, m->value);
+		break;
+	case KIWI_SYNC_EXEC_END:
+		if (f->session)
+			follow_exec_ended(f, m->value);
 		break;
 	case KIWI_SYNC_PURGED:
 		if (f->session)
@@ -951,8 +954,9 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(forwarded_signals); i++)
 		sigaction(forwarded_signals[i], &dfl, &saved[i]);
 	int r = spawn_and_follow(&f, &fwd);
-	/* Its directory goes with the session's cgroup. */
+	/* Their directories go with the session's cgroup. */
 	kiwi_cgroup_forget(f.warm_cg);
+	follow_forget_exec_cgroups(&f);
 	free(f.helper_binds);
 	kiwi_registry_remove(f.reg);
 	/* Before anything is printed, on every path: the signals that would

@@ -162,13 +162,40 @@ static void pass_exec(struct follow *f, int conn, int client_cg, bool given)
 		fds[1] = cg ? kiwi_cgroup_fd(cg) : -1;
 		n = cg ? 2 : 1;
 	}
+	bool removes = cg && f->n_exec_cgs < KIWI_ARRAY_SIZE(f->exec_cgs);
 	struct kiwi_exec_msg said = {
 		.type = KIWI_EXEC_CGROUP, .value = (int32_t)number,
-		.flags = (cg ? KIWI_EXEC_CGROUP_MADE : 0) | (m.flags & KIWI_SYNC_EXEC_WARMED_ONE ? KIWI_EXEC_CGROUP_WARM : 0),
+		.flags = (cg ? KIWI_EXEC_CGROUP_MADE : 0) | (m.flags & KIWI_SYNC_EXEC_WARMED_ONE ? KIWI_EXEC_CGROUP_WARM : 0) |
+			 (removes ? KIWI_EXEC_CGROUP_SESSION_REMOVES : 0),
 	};
 	if (!given || kiwi_exec_send(conn, &said, -1) == 0)
 		kiwi_sync_send_fds(f->sock, &m, fds, n);
-	kiwi_cgroup_forget(cg);
+	if (removes)
+		f->exec_cgs[f->n_exec_cgs++] = cg;
+	else
+		kiwi_cgroup_forget(cg);
+}
+
+void follow_exec_ended(struct follow *f, int running)
+{
+	follow_exec_count(f, running);
+	/* Each still running (or kept, with what it left) is busy: it goes at
+	 * a later end, or with the session. */
+	for (size_t i = 0; i < f->n_exec_cgs;) {
+		struct kiwi_cgroup *cg = f->exec_cgs[i];
+		if (rmdir(kiwi_cgroup_path(cg)) < 0 && errno != ENOENT) {
+			i++;
+			continue;
+		}
+		kiwi_cgroup_forget(cg);
+		f->exec_cgs[i] = f->exec_cgs[--f->n_exec_cgs];
+	}
+}
+
+void follow_forget_exec_cgroups(struct follow *f)
+{
+	while (f->n_exec_cgs)
+		kiwi_cgroup_forget(f->exec_cgs[--f->n_exec_cgs]);
 }
 
 

@@ -43,6 +43,7 @@ struct client {
 	int64_t exec_mono;
 	int64_t asked_ns;          /* --debug: when the request went */
 	bool exited, conn_gone, killing, grace_armed, failed, killed_whole;
+	bool session_removes;      /* the cgroup goes with the leader, by the supervisor */
 };
 
 /* The leader's pid as this (the host's) pid namespace sees it: a pidfd's
@@ -77,11 +78,14 @@ static void take_own_cgroup(struct client *c, const struct kiwi_registry_entry *
 	char leaf[32];
 	kiwi_err why = { 0 };
 	snprintf(leaf, sizeof(leaf), KIWI_EXEC_CGROUP_LEAF, (uint32_t)m->value);
-	if (kiwi_cgroup_open_made(e->cgroup, leaf, &c->cg, &why) < 0)
+	if (kiwi_cgroup_open_made(e->cgroup, leaf, &c->cg, &why) < 0) {
 		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "none of its own: %s: %s", why.msg, strerror(why.errnum));
-	else
-		KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s, %s", kiwi_cgroup_name(c->cg),
-			   m->flags & KIWI_EXEC_CGROUP_WARM ? "its leader started ahead in it" : "made for it");
+		return;
+	}
+	c->session_removes = m->flags & KIWI_EXEC_CGROUP_SESSION_REMOVES;
+	KIWI_DEBUG(dbg, "run", t, "exec-cgroup", "%s, %s%s", kiwi_cgroup_name(c->cg),
+		   m->flags & KIWI_EXEC_CGROUP_WARM ? "its leader started ahead in it" : "made for it",
+		   c->session_removes ? "; the session removes it after the leader" : "");
 }
 
 /* Once READY came: the leader was born in the exec's cgroup, or (pid 1
@@ -174,7 +178,14 @@ static void on_leader(struct client *c)
 	if (r < 0 && errno == EAGAIN)
 		return;
 	if (r <= 0) {
+		/* The leader gone without a word (killed by the command: same
+		 * user): nothing can follow the command now, so it ends with
+		 * what it started, instead of holding our pipes open. */
 		c->conn_gone = true;
+		if (!c->exited && c->cg) {
+			c->killed_whole = true;
+			kill_exec(c);
+		}
 		return;
 	}
 	if (m.type == KIWI_EXEC_EXIT) {
@@ -305,7 +316,7 @@ static int start(struct client *c, const struct kiwi_registry_entry *e)
 		kiwi_pty_caller_winsize(STDIN_FILENO, x->stdout_dest, &ws);
 	struct kiwi_exec_request r = {
 		.flags = (x->keep_background ? KIWI_EXEC_KEEP_BACKGROUND : 0) | (x->tty ? KIWI_EXEC_TTY : 0) |
-			 KIWI_EXEC_GO_IF_MOVED,
+			 KIWI_EXEC_GO_IF_MOVED | KIWI_EXEC_UNTIL_CLOSED,
 		.argv = (char **)x->argv, .envp = (char **)x->envp, .cwd = x->cwd ? x->cwd : "/",
 		.fds = { x->tty || isatty(STDIN_FILENO) ? -1 : STDIN_FILENO, c->out.write_fd, c->errout.write_fd },
 		.rows = ws.ws_row, .cols = ws.ws_col,
@@ -425,15 +436,23 @@ static void finish(struct client *c)
 	res->stderr_truncated = c->errout.truncated;
 	if (!c->cg)
 		return;
-	/* The leader has reported and is leaving: once it is gone, the cgroup
-	 * is empty and goes at the first rmdir, not after a kill and a wait. */
-	struct pollfd gone = { .fd = c->leader, .events = POLLIN };
-	if (c->leader >= 0 && !c->x->keep_background)
-		poll(&gone, 1, 1000);
-	/* Kept: what it left runs on in its cgroup, removed with the session. */
-	if (c->x->keep_background)
+	/* Kept: what it left runs on in its cgroup, removed with the session.
+	 * Or the leader reported the end of everything the exec started: the
+	 * session removes the cgroup once pid 1 has reaped the leader, which
+	 * stays until we close (KIWI_EXEC_UNTIL_CLOSED), so neither its exit
+	 * nor the rmdir is on our time. A leader gone without a word may have
+	 * left the command running: that one we end and remove ourselves. */
+	if (c->x->keep_background || (c->session_removes && c->exited)) {
 		kiwi_cgroup_forget(TAKE_PTR(c->cg));
-	else if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0)
+		return;
+	}
+	/* The leader has reported and leaves once we close: then the cgroup
+	 * is empty and goes at the first rmdir, not after a kill and a wait. */
+	kiwi_closep(&c->conn);
+	struct pollfd gone = { .fd = c->leader, .events = POLLIN };
+	if (c->leader >= 0)
+		poll(&gone, 1, 1000);
+	if (kiwi_cgroup_destroy(TAKE_PTR(c->cg), &res->cleanup_error) < 0)
 		res->cleanup_failed = true;
 }
 
