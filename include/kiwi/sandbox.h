@@ -62,6 +62,12 @@ struct kiwi_session_hooks {
 	uint64_t mntns_ino;
 	/* Out, once cloned: pid 1's pid on the host (0 until then). */
 	pid_t init_pid;
+	/* Out, at the end: the session's network namespace, held from clone
+	 * on so that pid 1's exit does not let it go (the kernel's worker that
+	 * frees it waits on RCU grace periods which pid 1's teardown of its
+	 * mounts would queue behind). The caller closes it once the evidence
+	 * is sent; -1: none. */
+	int netns_fd;
 };
 
 /* The supervisor's ops besides exec ('x'), snapshot ('s') and destroy

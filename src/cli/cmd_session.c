@@ -295,6 +295,7 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 	kiwi_err rerr = { 0 };
 	int rr = kiwi_sandbox_result_release(&s->res, &rerr);
 	answer_destroy(s, h, ctx.pidns, ctx.mntns, sock_path, r, rr, &rerr);
+	kiwi_closep(&h->netns_fd);
 	_exit(0);
 }
 
@@ -357,7 +358,7 @@ static int session_create(int argc, char **argv)
 	/* A cgroup where the host gives one, even without limits: each exec
 	 * gets its own below it, and its removal proves the end. */
 	s.a.cfg.own_cgroup = true;
-	struct kiwi_session_hooks h = { .listen_fd = -1, .destroy_fd = -1, .procfs_fd = -1, .idle_timeout_ns = o.idle_ns,
+	struct kiwi_session_hooks h = { .listen_fd = -1, .destroy_fd = -1, .procfs_fd = -1, .netns_fd = -1, .idle_timeout_ns = o.idle_ns,
 					.max_lifetime_ns = o.lifetime_ns };
 	char sock_path[108];
 	char id[KIWI_REGISTRY_ID_LEN + 1];

@@ -703,14 +703,16 @@ int follow_register(struct follow *f, pid_t pid)
  * its pid (ptrace's dumpable check), and a rootless seal would fail. */
 static int open_session_ns(struct follow *f, pid_t pid)
 {
-	if (!f->session || !f->cfg->egress)
+	if (!f->session)
 		return 0;
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-	f->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
 	f->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->userns_fd < 0 || f->netns_fd < 0)
+	if (f->cfg->egress) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		f->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (f->netns_fd < 0 || (f->cfg->egress && f->userns_fd < 0))
 		return kiwi_error(f->err, errno, "session", "cannot open the session's namespaces");
 	return 0;
 }
@@ -975,6 +977,8 @@ static int run_prepared(const struct kiwi_sandbox_config *cfg, struct kiwi_sandb
 	 * cost a kill, a wait and a walk of its children. */
 	if (f.cg_leaf_fd >= 0)
 		(void)unlinkat(kiwi_cgroup_fd(cg), "keeper", AT_REMOVEDIR);
+	if (f.session)
+		f.session->netns_fd = TAKE_FD(f.netns_fd);
 	int fds[] = { f.sock, f.pidfd, f.sigfd, f.timerfd, f.audit_fd, f.master, f.layer_fd, f.cg_leaf_fd,
 		      f.seal_fd, f.userns_fd, f.netns_fd, f.sealed_audit_fd, f.creator_fd };
 	for (size_t i = 0; i < KIWI_ARRAY_SIZE(fds); i++)
