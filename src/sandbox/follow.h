@@ -79,13 +79,14 @@ void follow_session_end(struct follow *f, const char *why);
 void follow_session_timer(struct follow *f);
 /* Pid 1's KIWI_SYNC_EXEC_WARMED. */
 void follow_warmed(struct follow *f, int why);
-/* Pid 1 is up: registered, the creator told, the first exec warmed. */
+/* Pid 1 is cloned: the session is listed while it builds itself. */
 void follow_session_cloned(struct follow *f);
 /* An exec's leader is gone (KIWI_SYNC_EXEC_END): running is how many are
  * left; the exec cgroups left empty go. */
 void follow_exec_ended(struct follow *f, int running);
 /* The session's end: its cgroup's removal takes what is left of them. */
 void follow_forget_exec_cgroups(struct follow *f);
+/* Pid 1 is up: the creator told, the first exec warmed once it has gone. */
 void follow_session_ready(struct follow *f);
 /* `session create` has left: the first exec is warmed up now. */
 void follow_creator_gone(struct follow *f);

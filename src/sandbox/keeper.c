@@ -17,8 +17,8 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <link.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>

@@ -198,7 +198,6 @@ void follow_forget_exec_cgroups(struct follow *f)
 		kiwi_cgroup_forget(f->exec_cgs[--f->n_exec_cgs]);
 }
 
-
 /* Pid 1 is cloned and builds itself. The session is listed now (no lazy
  * registration: it is made to be found), while we only wait, not on
  * create's time once it is ready; its clients wait in the listening
