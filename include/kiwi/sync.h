@@ -67,6 +67,7 @@ struct kiwi_sync_msg {
 	uint64_t disk_used_kib;   /* EXIT: the writable layer's peak use */
 	uint64_t ns_id;           /* WITNESS: the mount namespace's id, 0: unknown */
 	uint64_t ns_ino;          /* WITNESS: its nsfs inode, which every kernel gives */
+	uint64_t cgroup_id;       /* EXEC_BEGIN, EXEC_END: the exec's cgroup (its directory's inode); 0: none */
 	kiwi_err err;             /* ERROR */
 };
 

@@ -56,9 +56,14 @@ struct follow {
 	bool warm_ready, warm_off;
 	int64_t warm_until;       /* then the warm cgroup and its leader go, unused */
 	int creator_fd;           /* a pidfd of `session create`, until it is gone; else -1 */
-	/* The exec cgroups it removes itself (KIWI_EXEC_CGROUP_SESSION_REMOVES),
-	 * each at the first leader's end that finds it empty. */
-	struct kiwi_cgroup *exec_cgs[16];
+	/* The exec cgroups it removes itself (KIWI_EXEC_CGROUP_SESSION_REMOVES):
+	 * once pid 1 says their exec's leader is gone (ended), at the first
+	 * exec's end that finds them empty. */
+	struct exec_cgroup {
+		struct kiwi_cgroup *cg;
+		uint64_t id;          /* its directory's inode, as pid 1 names it */
+		bool ended;
+	} exec_cgs[16];
 	size_t n_exec_cgs;
 	bool *helper_binds;       /* not root, on kiwi-helper's range: the binds whose tree it makes */
 };
@@ -82,8 +87,9 @@ void follow_warmed(struct follow *f, int why);
 /* Pid 1 is cloned: the session is listed while it builds itself. */
 void follow_session_cloned(struct follow *f);
 /* An exec's leader is gone (KIWI_SYNC_EXEC_END): running is how many are
- * left; the exec cgroups left empty go. */
-void follow_exec_ended(struct follow *f, int running);
+ * left, cgroup its exec's cgroup id (0: none); the ended execs' cgroups
+ * left empty go. */
+void follow_exec_ended(struct follow *f, int running, uint64_t cgroup);
 /* The session's end: its cgroup's removal takes what is left of them. */
 void follow_forget_exec_cgroups(struct follow *f);
 /* Pid 1 is up: the creator told, the first exec warmed once it has gone. */

@@ -581,15 +581,32 @@ struct warm {
 struct keeper {
 	int sock, sfd, layer;
 	pid_t leaders[KIWI_KEEPER_MAX_EXECS];
+	uint64_t leader_cgroups[KIWI_KEEPER_MAX_EXECS];  /* each leader's exec cgroup id; 0: none */
 	size_t n_leaders;
 	struct warm warm;
 };
 
-static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type)
+/* A cgroup's id as the supervisor sees it too: its directory's inode. */
+static uint64_t cgroup_id(int cg)
+{
+	struct stat st;
+	return cg >= 0 && fstat(cg, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* BEGIN or END of the exec whose cgroup is cgroup (0: none): the
+ * supervisor counts them, and removes an ended exec's cgroup. */
+static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type, uint64_t cgroup)
 {
 	struct kiwi_sync_msg m = { .type = type, .value = (int32_t)k->n_leaders,
-				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
+				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC), .cgroup_id = cgroup };
 	kiwi_sync_send(k->sock, &m);
+}
+
+static void add_leader(struct keeper *k, pid_t pid, int cg)
+{
+	k->leader_cgroups[k->n_leaders] = cgroup_id(cg);
+	k->leaders[k->n_leaders++] = pid;
+	tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN, k->leader_cgroups[k->n_leaders - 1]);
 }
 
 static void forget_warm_leader(struct keeper *k)
@@ -606,8 +623,11 @@ static void reap(struct keeper *k)
 			forget_warm_leader(k);
 		for (size_t i = 0; i < k->n_leaders; i++)
 			if (k->leaders[i] == p) {
-				k->leaders[i] = k->leaders[--k->n_leaders];
-				tell_supervisor(k, KIWI_SYNC_EXEC_END);
+				uint64_t cg = k->leader_cgroups[i];
+				k->n_leaders--;
+				k->leaders[i] = k->leaders[k->n_leaders];
+				k->leader_cgroups[i] = k->leader_cgroups[k->n_leaders];
+				tell_supervisor(k, KIWI_SYNC_EXEC_END, cg);
 				break;
 			}
 	}
@@ -636,7 +656,7 @@ static void purge(struct keeper *k)
 	struct kiwi_sync_msg m = { .type = KIWI_SYNC_PURGED, .value = reaped,
 				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
 	kiwi_sync_send(k->sock, &m);
-	tell_supervisor(k, KIWI_SYNC_EXEC_END);
+	tell_supervisor(k, KIWI_SYNC_EXEC_END, 0);
 }
 
 /* The leader, in the exec's cgroup from its first instruction when the
@@ -695,10 +715,8 @@ static void new_exec(struct keeper *k, int conn, int exec_cg, const struct kiwi_
 		leader_main(conn, args, k->layer, b, &none);
 	}
 	close(conn);
-	if (pid > 0) {
-		k->leaders[k->n_leaders++] = pid;
-		tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN);
-	}
+	if (pid > 0)
+		add_leader(k, pid, exec_cg);
 }
 
 /* A warm leader: forked like any exec's, then idle until its exec's
@@ -768,8 +786,7 @@ static void new_warm_exec(struct keeper *k, int conn, const struct kiwi_init_arg
 	if (k->warm.pid > 0 && k->n_leaders < KIWI_KEEPER_MAX_EXECS &&
 	    kiwi_send_fd(k->warm.ctl, &byte, 1, conn) == 1) {
 		close(conn);
-		k->leaders[k->n_leaders++] = k->warm.pid;
-		tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN);
+		add_leader(k, k->warm.pid, k->warm.cg);
 	} else {
 		new_exec(k, conn, k->warm.cg, args);
 	}

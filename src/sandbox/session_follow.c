@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -170,32 +171,41 @@ static void pass_exec(struct follow *f, int conn, int client_cg, bool given)
 	};
 	if (!given || kiwi_exec_send(conn, &said, -1) == 0)
 		kiwi_sync_send_fds(f->sock, &m, fds, n);
-	if (removes)
-		f->exec_cgs[f->n_exec_cgs++] = cg;
+	struct stat st;
+	if (removes && fstat(kiwi_cgroup_fd(cg), &st) == 0)
+		f->exec_cgs[f->n_exec_cgs++] = (struct exec_cgroup){ .cg = cg, .id = (uint64_t)st.st_ino };
 	else
 		kiwi_cgroup_forget(cg);
 }
 
-void follow_exec_ended(struct follow *f, int running)
+/* Only an ended exec's cgroup is removed: another's may not have its
+ * leader yet (pid 1 starts it after this), and an empty one would go from
+ * under it. A kept exec's stays busy with what it left until that ends. */
+static void remove_ended_exec_cgroups(struct follow *f)
 {
-	follow_exec_count(f, running);
-	/* Each still running (or kept, with what it left) is busy: it goes at
-	 * a later end, or with the session. */
 	for (size_t i = 0; i < f->n_exec_cgs;) {
-		struct kiwi_cgroup *cg = f->exec_cgs[i];
-		if (rmdir(kiwi_cgroup_path(cg)) < 0 && errno != ENOENT) {
+		struct exec_cgroup *e = &f->exec_cgs[i];
+		if (!e->ended || (rmdir(kiwi_cgroup_path(e->cg)) < 0 && errno != ENOENT)) {
 			i++;
 			continue;
 		}
-		kiwi_cgroup_forget(cg);
-		f->exec_cgs[i] = f->exec_cgs[--f->n_exec_cgs];
+		kiwi_cgroup_forget(e->cg);
+		*e = f->exec_cgs[--f->n_exec_cgs];
 	}
+}
+
+void follow_exec_ended(struct follow *f, int running, uint64_t cgroup)
+{
+	follow_exec_count(f, running);
+	for (size_t i = 0; cgroup && i < f->n_exec_cgs; i++)
+		f->exec_cgs[i].ended |= f->exec_cgs[i].id == cgroup;
+	remove_ended_exec_cgroups(f);
 }
 
 void follow_forget_exec_cgroups(struct follow *f)
 {
 	while (f->n_exec_cgs)
-		kiwi_cgroup_forget(f->exec_cgs[--f->n_exec_cgs]);
+		kiwi_cgroup_forget(f->exec_cgs[--f->n_exec_cgs].cg);
 }
 
 /* Pid 1 is cloned and builds itself. The session is listed now (no lazy
@@ -260,6 +270,10 @@ void follow_exec_count(struct follow *f, int running)
  * bring it back), then the answer. */
 void follow_session_seal(struct follow *f, int reaped)
 {
+	/* Every exec passed on before the purge was pid 1's to start first. */
+	for (size_t i = 0; i < f->n_exec_cgs; i++)
+		f->exec_cgs[i].ended = true;
+	remove_ended_exec_cgroups(f);
 	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
 	if (f->cfg->egress && !f->sealed &&
 	    kiwi_egress_seal(f->audited, f->userns_fd, f->netns_fd, &f->sealed_audit_fd, &r.err) < 0)

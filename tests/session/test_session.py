@@ -816,6 +816,31 @@ def exec_cgroups_left(cgdir):
     return left
 
 
+def test_concurrent_execs_keep_their_cgroups_until_each_ends(session):
+    """The supervisor removes an exec's cgroup once pid 1 says that exec's
+    leader is gone, never another's: execs started while others end each
+    run in a cgroup of their own to the end, and none is left after."""
+    s = session()
+    v0 = s.exec_verdict("true")[1]
+    if not v0["cgroup"]:
+        pytest.skip("this session's execs have no cgroup of their own here")
+    cgdir = Path(s.listed()[0]["cgroup"])
+    procs = []
+    for i in range(12):
+        argv = s.kiwi.raw_argv(["session", "exec", s.id, "--", "/bin/sh", "-c",
+                                f"sleep 0.{i % 4}; cat /proc/self/cgroup"])
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=s.kiwi.env(), stdin=subprocess.DEVNULL))
+        time.sleep(0.03)
+    seen = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, f"an exec failed: {err}"
+        seen.append([ln for ln in out.splitlines() if ln.startswith("0::")][0])
+    assert all(x.startswith("0::/exec-") for x in seen) and len(set(seen)) == len(seen), seen
+    assert exec_cgroups_left(cgdir) == [], exec_cgroups_left(cgdir)
+
+
 def test_an_unused_first_exec_leader_goes_after_two_seconds(session, kiwi):
     """What is started ahead serves a caller that execs as soon as create
     returns: unused for 2 s, the leader, its command process and their
