@@ -41,6 +41,8 @@ enum kiwi_sync_type {
 	KIWI_SYNC_EXEC_WARM,      /* parent -> init  a session: the next exec's cgroup rides
 	                           * along; pid 1 starts that exec's leader in it now */
 	KIWI_SYNC_EXEC_WARMED,    /* init -> parent  value: 0, the leader waits; else why not */
+	KIWI_SYNC_EXEC_COOL,      /* parent -> init  the warmed exec's cgroup is gone, unused,
+	                           * its leader killed with it: pid 1 lets go of its fd */
 };
 
 #define KIWI_SYNC_DISK_FULL 1u  /* the writable layer was full at some point */

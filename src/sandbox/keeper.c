@@ -831,6 +831,8 @@ _Noreturn void kiwi_keeper_main(const struct kiwi_init_args *args, int layer)
 			new_exec(&k, TAKE_FD(fd), exec_cg, args);
 		else if (r > 0 && m.type == KIWI_SYNC_EXEC_WARM)
 			warm_up(&k, TAKE_FD(fd), args);
+		else if (r > 0 && m.type == KIWI_SYNC_EXEC_COOL)
+			kiwi_closep(&k.warm.cg);  /* its leader, killed, is reaped as any child */
 		else if (r > 0 && m.type == KIWI_SYNC_PURGE)
 			purge(&k);
 		else if (r > 0 && m.type == KIWI_SYNC_KILL && m.value == SIGKILL)

@@ -100,6 +100,7 @@ static void cool_down(struct follow *f)
 	kiwi_err e = { 0 };
 	if (kiwi_cgroup_destroy(TAKE_PTR(f->warm_cg), &e) < 0)
 		KIWI_DEBUG(f->cfg->debug, "run", t, "exec-warm", "%s: %s", e.msg, strerror(e.errnum));
+	follow_send_to_init(f, KIWI_SYNC_EXEC_COOL, 0);
 	f->warm_ready = false;
 	f->warm_off = true;
 }

@@ -856,6 +856,19 @@ def test_an_unused_first_exec_leader_goes_after_two_seconds(session, kiwi):
             break
         time.sleep(0.05)
     assert not any(Path(f"/proc/{p}").exists() for p in ahead), f"{ahead} still there 5 s after they were seen"
+    # Nor does pid 1 hold the removed cgroup's directory (KIWI_SYNC_EXEC_COOL),
+    # where its fds can be read (root: the same user).
+    fd_dir = Path(f"/proc/{s.listed()[0]['pid']}/fd")
+    held = []
+    for _ in range(40):
+        try:
+            held = [os.readlink(fd) for fd in fd_dir.iterdir() if "exec-" in os.readlink(fd)]
+        except (PermissionError, FileNotFoundError):
+            held = []
+        if not held:
+            break
+        time.sleep(0.05)
+    assert held == [], f"pid 1 still holds {held}"
     p = s.raw("session", "exec", s.id, "--debug", "--", "/bin/true")
     assert p.returncode == 0 and "made for it" in p.stderr, explain(p)
     assert exec_cgroups_left(cgdir) == [], exec_cgroups_left(cgdir)
