@@ -57,6 +57,10 @@ enum kiwi_sync_type {
 /* EXEC_CONN: no cgroup rides along: the exec is the one warmed up last
  * (KIWI_SYNC_EXEC_WARM). */
 #define KIWI_SYNC_EXEC_WARMED_ONE 16u
+/* EXEC_END: the leader reported the exec's end and its client has gone
+ * (it exited 0 after KIWI_EXEC_UNTIL_CLOSED): the session may remove the
+ * exec's cgroup. Killed or failed, its client reads and removes it. */
+#define KIWI_SYNC_EXEC_REPORTED 32u
 
 struct kiwi_sync_msg {
 	uint32_t type;

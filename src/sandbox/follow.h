@@ -87,9 +87,11 @@ void follow_warmed(struct follow *f, int why);
 /* Pid 1 is cloned: the session is listed while it builds itself. */
 void follow_session_cloned(struct follow *f);
 /* An exec's leader is gone (KIWI_SYNC_EXEC_END): running is how many are
- * left, cgroup its exec's cgroup id (0: none); the ended execs' cgroups
- * left empty go. */
-void follow_exec_ended(struct follow *f, int running, uint64_t cgroup);
+ * left, cgroup its exec's cgroup id (0: none), reported whether it told
+ * its client the end and the client has gone (KIWI_SYNC_EXEC_REPORTED:
+ * else the client reads and removes the cgroup itself); the ended execs'
+ * cgroups left empty go. */
+void follow_exec_ended(struct follow *f, int running, uint64_t cgroup, bool reported);
 /* The session's end: its cgroup's removal takes what is left of them. */
 void follow_forget_exec_cgroups(struct follow *f);
 /* Pid 1 is up: the creator told, the first exec warmed once it has gone. */

@@ -393,14 +393,19 @@ static void follow_command(struct leader *l)
 	}
 }
 
-/* KIWI_EXEC_UNTIL_CLOSED: until the client has closed its end, or gone
- * quiet for KIWI_EXEC_LINGER_MS; whatever it still sends is dropped. */
-static void wait_closed(int conn)
+/* KIWI_EXEC_UNTIL_CLOSED: until the client has closed its end (true), or
+ * gone quiet for KIWI_EXEC_LINGER_MS; whatever it still sends is dropped. */
+static bool wait_closed(int conn)
 {
 	struct pollfd pfd = { .fd = conn, .events = POLLIN };
 	char drop[sizeof(struct kiwi_exec_msg)];
-	while (poll(&pfd, 1, KIWI_EXEC_LINGER_MS) > 0 && recv(conn, drop, sizeof(drop), MSG_DONTWAIT) > 0)
-		;
+	for (;;) {
+		if (poll(&pfd, 1, KIWI_EXEC_LINGER_MS) <= 0)
+			return false;
+		ssize_t n = recv(conn, drop, sizeof(drop), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return true;
+	}
 }
 
 /* Copies between two fds; 0, or -1 with errno. */
@@ -557,8 +562,10 @@ _Noreturn static void leader_main(int conn, const struct kiwi_init_args *args, i
 	if (!l.keep_background)
 		kill_tree(&l);
 	report_exit(&l, layer);
-	if (l.req.flags & KIWI_EXEC_UNTIL_CLOSED)
-		wait_closed(l.conn);
+	/* Exit 0: reported, and the client is done with the exec's cgroup
+	 * (pid 1 tells the supervisor, which removes it: KIWI_SYNC_EXEC_REPORTED). */
+	if ((l.req.flags & KIWI_EXEC_UNTIL_CLOSED) && !wait_closed(l.conn))
+		_exit(2);
 	_exit(0);
 fail:
 	/* A command made ahead never runs without its client. */
@@ -595,9 +602,9 @@ static uint64_t cgroup_id(int cg)
 
 /* BEGIN or END of the exec whose cgroup is cgroup (0: none): the
  * supervisor counts them, and removes an ended exec's cgroup. */
-static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type, uint64_t cgroup)
+static void tell_supervisor(struct keeper *k, enum kiwi_sync_type type, uint64_t cgroup, uint32_t flags)
 {
-	struct kiwi_sync_msg m = { .type = type, .value = (int32_t)k->n_leaders,
+	struct kiwi_sync_msg m = { .type = type, .value = (int32_t)k->n_leaders, .flags = flags,
 				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC), .cgroup_id = cgroup };
 	kiwi_sync_send(k->sock, &m);
 }
@@ -606,7 +613,7 @@ static void add_leader(struct keeper *k, pid_t pid, int cg)
 {
 	k->leader_cgroups[k->n_leaders] = cgroup_id(cg);
 	k->leaders[k->n_leaders++] = pid;
-	tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN, k->leader_cgroups[k->n_leaders - 1]);
+	tell_supervisor(k, KIWI_SYNC_EXEC_BEGIN, k->leader_cgroups[k->n_leaders - 1], 0);
 }
 
 static void forget_warm_leader(struct keeper *k)
@@ -618,7 +625,8 @@ static void forget_warm_leader(struct keeper *k)
 static void reap(struct keeper *k)
 {
 	pid_t p;
-	while ((p = waitpid(-1, NULL, WNOHANG)) > 0) {
+	int status;
+	while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (p == k->warm.pid)
 			forget_warm_leader(k);
 		for (size_t i = 0; i < k->n_leaders; i++)
@@ -627,7 +635,8 @@ static void reap(struct keeper *k)
 				k->n_leaders--;
 				k->leaders[i] = k->leaders[k->n_leaders];
 				k->leader_cgroups[i] = k->leader_cgroups[k->n_leaders];
-				tell_supervisor(k, KIWI_SYNC_EXEC_END, cg);
+				tell_supervisor(k, KIWI_SYNC_EXEC_END, cg,
+						WIFEXITED(status) && WEXITSTATUS(status) == 0 ? KIWI_SYNC_EXEC_REPORTED : 0);
 				break;
 			}
 	}
@@ -656,7 +665,7 @@ static void purge(struct keeper *k)
 	struct kiwi_sync_msg m = { .type = KIWI_SYNC_PURGED, .value = reaped,
 				   .mono_ns = kiwi_clock_ns(CLOCK_MONOTONIC) };
 	kiwi_sync_send(k->sock, &m);
-	tell_supervisor(k, KIWI_SYNC_EXEC_END, 0);
+	tell_supervisor(k, KIWI_SYNC_EXEC_END, 0, 0);
 }
 
 /* The leader, in the exec's cgroup from its first instruction when the

@@ -230,7 +230,7 @@ static void on_message(struct follow *f, const struct kiwi_sync_msg *m)
 		break;
 	case KIWI_SYNC_EXEC_END:
 		if (f->session)
-			follow_exec_ended(f, m->value, m->cgroup_id);
+			follow_exec_ended(f, m->value, m->cgroup_id, m->flags & KIWI_SYNC_EXEC_REPORTED);
 		break;
 	case KIWI_SYNC_PURGED:
 		if (f->session)

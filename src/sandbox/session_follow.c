@@ -195,11 +195,21 @@ static void remove_ended_exec_cgroups(struct follow *f)
 	}
 }
 
-void follow_exec_ended(struct follow *f, int running, uint64_t cgroup)
+void follow_exec_ended(struct follow *f, int running, uint64_t cgroup, bool reported)
 {
 	follow_exec_count(f, running);
-	for (size_t i = 0; cgroup && i < f->n_exec_cgs; i++)
-		f->exec_cgs[i].ended |= f->exec_cgs[i].id == cgroup;
+	for (size_t i = 0; cgroup && i < f->n_exec_cgs; i++) {
+		if (f->exec_cgs[i].id != cgroup)
+			continue;
+		/* Killed or failed: its client reads the cgroup's counts (an
+		 * OOM kill among them) and removes it; we only let go. */
+		if (!reported) {
+			kiwi_cgroup_forget(f->exec_cgs[i].cg);
+			f->exec_cgs[i] = f->exec_cgs[--f->n_exec_cgs];
+			break;
+		}
+		f->exec_cgs[i].ended = true;
+	}
 	remove_ended_exec_cgroups(f);
 }
 
@@ -271,10 +281,6 @@ void follow_exec_count(struct follow *f, int running)
  * bring it back), then the answer. */
 void follow_session_seal(struct follow *f, int reaped)
 {
-	/* Every exec passed on before the purge was pid 1's to start first. */
-	for (size_t i = 0; i < f->n_exec_cgs; i++)
-		f->exec_cgs[i].ended = true;
-	remove_ended_exec_cgroups(f);
 	struct kiwi_session_seal_reply r = { .ok = 1, .reaped = reaped };
 	if (f->cfg->egress && !f->sealed &&
 	    kiwi_egress_seal(f->audited, f->userns_fd, f->netns_fd, &f->sealed_audit_fd, &r.err) < 0)

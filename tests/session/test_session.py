@@ -71,7 +71,9 @@ def test_an_exec_whose_leader_is_killed_ends_with_its_tree(session):
     if not s.exec_verdict("true")[1]["cgroup"]:
         pytest.skip("this session's execs have no cgroup of their own here: nothing ends a command "
                     "whose leader is gone but the command itself (kiwi-run-session(1), BUGS)")
-    p, v = s.exec_verdict("/bin/sh", "-c", "sleep 304 & kill -9 $PPID; sleep 305")
+    # After its start is reported (a leader killed before that makes the
+    # exec a failed start, 126, its tree ended the same way).
+    p, v = s.exec_verdict("/bin/sh", "-c", "sleep 304 & sleep 0.5; kill -9 $PPID; sleep 305")
     assert p.returncode == 137 and v["signal"] == 9 and not v["timed_out"], explain(p)
     r = s.exec("ps", "-o", "comm,args")
     assert r.returncode == 0 and "sleep 30" not in r.stdout, f"the exec left: {r.stdout}"
