@@ -233,9 +233,9 @@ static int populate_segment(struct dl_phdr_info *info, size_t size, void *ctx)
 
 /* A fork starts with none of our code's pages in its page tables (the
  * kernel copies only what a fault could not refill): each first call
- * into a page of kiwi-run or libc then faults, 2 to 3 us apiece here,
- * some 25 between an exec's request and its command's exec (traced,
- * bench/RESULTS.md). The warm leader and the command made ahead map them
+ * into a page of kiwi-run or libc then faults, 2 to 3 us apiece here
+ * traced: 35 in the leader and 52 in the command during one exec
+ * (bench/RESULTS.md), 10 and 39 with this. The warm leader and the command made ahead map them
  * while they wait: read-only segments only (no copy, no memory of their
  * own but page tables). Linux 5.14; before, nothing. */
 static void populate_code(void)
