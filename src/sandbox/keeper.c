@@ -234,10 +234,12 @@ static int populate_segment(struct dl_phdr_info *info, size_t size, void *ctx)
 /* A fork starts with none of our code's pages in its page tables (the
  * kernel copies only what a fault could not refill): each first call
  * into a page of kiwi-run or libc then faults, 2 to 3 us apiece here
- * traced: 35 in the leader and 52 in the command during one exec
- * (bench/RESULTS.md), 10 and 39 with this. The warm leader and the command made ahead map them
- * while they wait: read-only segments only (no copy, no memory of their
- * own but page tables). Linux 5.14; before, nothing. */
+ * traced: 35 in the leader during one exec (bench/RESULTS.md), 10 with
+ * this. The warm leader maps them while it waits: read-only segments
+ * only (no copy, no memory of its own but page tables). Not the command
+ * made ahead: it runs little of our code before its execve, which then
+ * unmaps every page populated, on the exec's time. Linux 5.14; before,
+ * nothing. */
 static void populate_code(void)
 {
 	dl_iterate_phdr(populate_segment, NULL);
@@ -266,7 +268,6 @@ _Noreturn static void command_ahead_main(const struct kiwi_init_args *args, int 
 	kiwi_err err = { 0 };
 	if (early && kiwi_init_command_restrict(session, &err) < 0)
 		kiwi_init_command_failed(report, &err);
-	populate_code();
 	struct leader l = { .conn = ctl, .cmd = -1 };
 	_cleanup_free_ char *buf = NULL;
 	if (kiwi_exec_recv_request(ctl, &l.req, &buf, &err) < 0)
