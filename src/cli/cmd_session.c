@@ -222,6 +222,8 @@ static uint64_t ns_inode(pid_t pid, const char *kind)
 
 struct supervisor_ctx {
 	int ready_fd;
+	const char *sock_path;
+	bool bound;               /* sock_path is ours to remove */
 	struct run_session *s;
 	const struct kiwi_session_hooks *h;
 	uint64_t pidns, mntns;
@@ -243,6 +245,19 @@ static void supervisor_snapshot(void *ctx, int conn, int layer, struct kiwi_cgro
 		src.dests[src.n++] = cfg->binds[i].dest;
 	}
 	kiwi_session_serve_snapshot(conn, layer, cg, &src);
+}
+
+/* The session's socket, once pid 1 is cloned: made while it builds
+ * itself, not on create's time before. */
+static int supervisor_cloned(void *ctx, kiwi_err *err)
+{
+	struct supervisor_ctx *c = ctx;
+	int fd = listen_on(c->sock_path, err);
+	if (fd < 0)
+		return -1;
+	c->bound = true;
+	c->s->a.cfg.session->listen_fd = fd;
+	return 0;
 }
 
 static void supervisor_ready(void *ctx, const struct kiwi_sandbox_result *res)
@@ -276,7 +291,9 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 		dup2(null, fd);
 	if (null > 2)
 		close(null);
-	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .s = s, .h = h, .image_ref = image_ref[0] ? image_ref : NULL };
+	struct supervisor_ctx ctx = { .ready_fd = ready_fd, .sock_path = sock_path, .s = s, .h = h,
+				      .image_ref = image_ref[0] ? image_ref : NULL };
+	h->cloned = supervisor_cloned;
 	h->ready = supervisor_ready;
 	h->snapshot = supervisor_snapshot;
 	h->ctx = &ctx;
@@ -285,7 +302,8 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 	s->a.cfg.stdin_null = true;
 	s->a.cfg.debug = NULL;
 	int r = kiwi_sandbox_run(&s->a.cfg, &s->res, &s->err);
-	unlink(sock_path);
+	if (ctx.bound)
+		unlink(sock_path);
 	if (ctx.ready_fd >= 0) {
 		struct ready_report rep = { .ok = 0, .err = s->err };
 		if (r == 0)
@@ -365,13 +383,9 @@ static int session_create(int argc, char **argv)
 	int ready[2] = { -1, -1 };
 	if (kiwi_registry_new_id(id, &s.err) < 0 ||
 	    kiwi_session_socket_path(id, sock_path, sizeof(sock_path), true, &s.err) < 0 ||
-	    (h.listen_fd = listen_on(sock_path, &s.err)) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+	    pipe2(ready, O_CLOEXEC) < 0) {
 		if (!s.err.step[0])
 			kiwi_error(&s.err, errno, "session", "cannot make a pipe");
-		if (h.listen_fd >= 0) {
-			close(h.listen_fd);
-			unlink(sock_path);
-		}
 		kiwi_cli_print_error(&s.err);
 		return KIWI_EXIT_FAILED;
 	}
@@ -382,7 +396,6 @@ static int session_create(int argc, char **argv)
 		supervise(&s, &h, ready[1], sock_path, o.image_ref);
 	}
 	close(ready[1]);
-	close(h.listen_fd);
 	struct ready_report rep = { 0 };
 	ssize_t n = pid < 0 ? -1 : read(ready[0], &rep, sizeof(rep));
 	close(ready[0]);
@@ -394,10 +407,14 @@ static int session_create(int argc, char **argv)
 		kiwi_error(&rep.err, errno, "session", "cannot start the session's supervisor");
 	else if (n != (ssize_t)sizeof(rep))
 		kiwi_error(&rep.err, EPROTO, "session", "the session's supervisor died before the session was ready");
-	/* A supervisor that failed has taken everything down: reap it. */
+	/* A supervisor that failed has taken everything down: reap it. One
+	 * that died without a word may have left its socket; one that said
+	 * why removed what it made, and nothing else (the path may be
+	 * another's: then the bind failed). */
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
-	unlink(sock_path);
+	if (pid > 0 && n != (ssize_t)sizeof(rep))
+		unlink(sock_path);
 	kiwi_cli_print_error(&rep.err);
 	return KIWI_EXIT_FAILED;
 }

@@ -219,15 +219,19 @@ void follow_forget_exec_cgroups(struct follow *f)
 		kiwi_cgroup_forget(f->exec_cgs[--f->n_exec_cgs].cg);
 }
 
-/* Pid 1 is cloned and builds itself. The session is listed now (no lazy
- * registration: it is made to be found), while we only wait, not on
- * create's time once it is ready; its clients wait in the listening
- * queue until then (SLOT_SESSION is polled from ready on). */
+/* Pid 1 is cloned and builds itself. The session's socket is made and
+ * the session listed now (no lazy registration: it is made to be found),
+ * while we only wait, not on create's time before the clone or once it is
+ * ready; its clients wait in the listening queue until then (SLOT_SESSION
+ * is polled from ready on). */
 void follow_session_cloned(struct follow *f)
 {
 	f->session->init_pid = f->pid;
-	if (follow_register(f, f->pid) < 0) {
-		kiwi_err e = f->res->registry_error;
+	kiwi_err e = { 0 };
+	if (f->session->cloned && f->session->cloned(f->session->ctx, &e) < 0) {
+		follow_fail_and_kill(f, &e);
+	} else if (follow_register(f, f->pid) < 0) {
+		e = f->res->registry_error;
 		follow_fail_and_kill(f, &e);
 	}
 }

@@ -341,6 +341,53 @@ def test_gc_spares_the_socket_of_a_session_being_created(session, kiwi):
             p.unlink(missing_ok=True)
 
 
+FIXED_RANDOM = r"""
+#include <string.h>
+#include <sys/types.h>
+/* kiwi-run's ids (6 bytes) and cgroup names (8), asked with no flags,
+ * come out the same every time; glibc's own asks pass flags. */
+ssize_t getrandom(void *buf, size_t len, unsigned int flags)
+{
+	if (flags || (len != 6 && len != 8))
+		return -1;
+	memset(buf, 0x6b, len);
+	return (ssize_t)len;
+}
+"""
+
+
+def test_create_whose_socket_path_is_taken_fails_and_leaves_it(kiwi, tmp_path):
+    """The supervisor makes the session's socket once pid 1 is cloned.
+    When that path is taken (here a file of someone else's, by an id made
+    to repeat), create fails with one line, kills what it started, writes
+    no registry entry, removes its cgroup, and leaves the file alone."""
+    if kiwi.mode != "root":
+        pytest.skip("the registry directory is root's; rootless runs the same code")
+    src, so = tmp_path / "fixed.c", tmp_path / "fixed.so"
+    src.write_text(FIXED_RANDOM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    sid, cg = "6b" * 6, "kiwi-" + "6b" * 8
+    regdir = Path("/run/kiwi/sandboxes")
+    regdir.mkdir(parents=True, exist_ok=True)
+    taken = regdir / (sid + ".sock")
+    assert not taken.exists() and not (regdir / (sid + ".json")).exists(), "a session with the test's id exists"
+    taken.write_text("not a socket\n")
+    try:
+        env = kiwi.env({"LD_PRELOAD": str(so),
+                        "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"})
+        r = subprocess.run(kiwi.raw_argv(["session", "create", "--rootfs", kiwi.rootfs]), capture_output=True,
+                           text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+        one_error_line(r, "listen", sid + ".sock")
+        assert taken.read_text() == "not a socket\n", "create removed or changed a path it did not make"
+        assert not (regdir / (sid + ".json")).exists(), "a failed create left its registry entry"
+        mount = cgroup2_mount()
+        if mount:
+            left = [str(p) for p in Path(mount).glob(f"**/{cg}")]
+            assert not left, f"a failed create left its cgroup: {left}"
+    finally:
+        taken.unlink(missing_ok=True)
+
+
 def traced_env(kiwi):
     """kiwi's environment for a run under strace: LeakSanitizer (the ASan
     lane) cannot run under ptrace, so it is off for that run alone."""
