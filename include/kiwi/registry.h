@@ -50,6 +50,9 @@ struct kiwi_registry;   /* a registration: the locked file and its directory */
 
 /* A fresh random id, KIWI_REGISTRY_ID_LEN hex digits. */
 int kiwi_registry_new_id(char id[KIWI_REGISTRY_ID_LEN + 1], kiwi_err *err);
+/* s is an id or a prefix of one: min to KIWI_REGISTRY_ID_LEN lowercase
+ * hex digits, nothing else. */
+bool kiwi_registry_valid_id(const char *s, size_t min);
 
 /* e->command from argv: space-joined, cut to the field, each byte that is
  * not valid UTF-8 (JSON holds nothing else) replaced by '?'. */

@@ -248,7 +248,7 @@ void kiwi_registry_set_command(struct kiwi_registry_entry *e, char *const *argv)
 	e->command[o] = '\0';
 }
 
-static bool valid_id(const char *s, size_t min)
+bool kiwi_registry_valid_id(const char *s, size_t min)
 {
 	size_t n = strspn(s, "0123456789abcdef");
 	return s[n] == '\0' && n >= min && n <= KIWI_REGISTRY_ID_LEN;
@@ -338,7 +338,7 @@ int kiwi_registry_parse(const char *text, size_t len, struct kiwi_registry_entry
 	    get_string(root, "command", false, e->command, sizeof(e->command), err) < 0 ||
 	    get_int(root, "started_ns", 0, INT64_MAX, &started, err) < 0)
 		return -1;
-	if (!valid_id(e->id, KIWI_REGISTRY_ID_LEN))
+	if (!kiwi_registry_valid_id(e->id, KIWI_REGISTRY_ID_LEN))
 		return kiwi_error(err, EINVAL, "registry", "`id` is not %d hex digits", KIWI_REGISTRY_ID_LEN);
 	e->pid = (pid_t)pid;
 	e->supervisor_pid = (pid_t)sup;
@@ -898,7 +898,7 @@ static int find_in(struct regdir *d, DIR *dir, void *ctx, kiwi_err *err)
 /* The live entry id names (or the only one it is a prefix of). */
 static int find(const char *id, struct kiwi_registry_entry *e, int *fd, bool any_holder, kiwi_err *err)
 {
-	if (!valid_id(id, 4))
+	if (!kiwi_registry_valid_id(id, 4))
 		return kiwi_error(err, EINVAL, "kill", "`%s` is not a sandbox id (4 to %d hex digits, see "
 				  "`kiwi-run list`)", id, KIWI_REGISTRY_ID_LEN);
 	struct search s = { .id = id, .e = e, .fd = fd, .any_holder = any_holder };

@@ -67,7 +67,7 @@ static int request(const char *id, const void *req, size_t len, kiwi_err *err)
 int kiwi_session_reach(const char *id, const void *req, size_t len)
 {
 	kiwi_err ignored = { 0 };
-	if (strlen(id) != KIWI_REGISTRY_ID_LEN || strspn(id, "0123456789abcdef") != KIWI_REGISTRY_ID_LEN)
+	if (!kiwi_registry_valid_id(id, KIWI_REGISTRY_ID_LEN))
 		return -1;
 	return request(id, req, len, &ignored);
 }
