@@ -13,6 +13,7 @@
 #include "kiwi/net_audit.h"
 #include "kiwi/pty.h"
 #include "kiwi/seccomp.h"
+#include "kiwi/slice.h"
 #include "kiwi/spawn.h"
 #include "kiwi/userns.h"
 
@@ -103,6 +104,7 @@ void kiwi_init_command_reset(void)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	setsid();
+	kiwi_slice_default();
 }
 
 /* Landlock, then the seccomp filter: from there on the filter judges

@@ -788,6 +788,41 @@ def started_ahead(s):
     return None
 
 
+def sched_slice(pid="self"):
+    """se.slice of /proc/PID/sched in ns, or None (no such line here)."""
+    try:
+        text = Path(f"/proc/{pid}/sched").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("se.slice"):
+            return int(line.split(":")[1])
+    return None
+
+
+def test_the_sessions_own_processes_ask_for_a_short_slice_its_commands_do_not(session):
+    """The supervisor, pid 1 and each exec's leader pass an exec's request
+    on: they ask for the shortest scheduler slice (0.1 ms, Linux 6.12's
+    custom slice) so that a busy process on their CPU does not hold each
+    wake-up for its own slice; the commands get the default back, the
+    first exec's (made ahead) as much as a later one's."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    if (major, minor) < (6, 12):
+        pytest.skip("custom slices came in Linux 6.12")
+    default = sched_slice()
+    if default is None:
+        pytest.skip("/proc/PID/sched shows no se.slice here")
+    s = session()
+    entry = s.listed()[0]
+    for who in ("supervisor_pid", "pid"):
+        assert sched_slice(entry[who]) == 100000, f"{who}: se.slice {sched_slice(entry[who])}"
+    script = "sed -n 's/^se.slice *: *//p' /proc/self/sched"
+    for n in ("first", "later"):
+        r = s.exec("/bin/sh", "-c", script)
+        assert r.returncode == 0, explain(r)
+        assert int(r.stdout.split()[0]) == default, f"the {n} exec's command kept slice {r.stdout.strip()}"
+
+
 def test_the_first_exec_finds_its_leader_and_command_started_ahead(session):
     """Issue 14's create+exec+destroy: once the session is ready, its
     supervisor makes the first exec's cgroup and pid 1 starts that exec's
