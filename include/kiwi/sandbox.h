@@ -41,9 +41,10 @@ struct kiwi_session_hooks {
 	int listen_fd;             /* SOCK_SEQPACKET, listening: exec and destroy clients */
 	uint64_t idle_timeout_ns;  /* no exec running this long ends it; 0: never */
 	uint64_t max_lifetime_ns;  /* from ready; 0: no bound */
-	/* Called once, when pid 1 is cloned and registered, while it builds
-	 * the sandbox: what the caller can do then rather than before (the
-	 * listening socket, listen_fd). -1 with err ends the session. */
+	/* Called once, when pid 1 is cloned (before the session is
+	 * registered), while it builds the sandbox: what the caller can do
+	 * then rather than before (the listening socket, listen_fd). -1 with
+	 * err ends the session. */
 	int (*cloned)(void *ctx, kiwi_err *err);
 	/* Called once, when the sandbox is ready and registered. */
 	void (*ready)(void *ctx, const struct kiwi_sandbox_result *res);

@@ -8,8 +8,9 @@
 #ifndef KIWI_SLICE_H
 #define KIWI_SLICE_H
 
-/* Ours and our future children's, from here on. 0, or -1 with errno (an
- * older kernel takes the call and ignores the slice). */
+/* Ours and our future children's, from here on; our policy and nice
+ * value stay as they are. 0, or -1 with errno (a real-time policy, which
+ * has no slice; an older kernel takes the call and ignores the slice). */
 int kiwi_slice_short(void);
 
 /* The default slice again, if kiwi_slice_short() set ours: for a

@@ -823,6 +823,29 @@ def test_the_sessions_own_processes_ask_for_a_short_slice_its_commands_do_not(se
         assert int(r.stdout.split()[0]) == default, f"the {n} exec's command kept slice {r.stdout.strip()}"
 
 
+def test_the_short_slice_keeps_the_callers_nice_value(kiwi):
+    """The slice is asked for alone: a session created under `nice` keeps
+    the caller's nice value in its supervisor, its pid 1 and its commands
+    (as root, a request that named nice 0 would have raised them)."""
+    if sched_slice() is None:
+        pytest.skip("/proc/PID/sched shows no se.slice here")
+    r = subprocess.run(["nice", "-n", "7", *kiwi.raw_argv(["session", "create", "--rootfs", kiwi.rootfs])],
+                       capture_output=True, text=True, env=kiwi.env(), timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, explain(r)
+    sid = r.stdout.strip()
+    s = Session.__new__(Session)
+    s.kiwi, s.id, s.destroyed = kiwi, sid, False
+    try:
+        entry = s.listed()[0]
+        for who in ("supervisor_pid", "pid"):
+            nice = int(Path(f"/proc/{entry[who]}/stat").read_text().rsplit(")", 1)[1].split()[16])
+            assert nice == 7, f"{who} runs at nice {nice}"
+        e = s.exec("/bin/sh", "-c", "cut -d' ' -f19 /proc/self/stat")
+        assert e.returncode == 0 and e.stdout.strip() == "7", explain(e)
+    finally:
+        s.destroy()
+
+
 def test_the_first_exec_finds_its_leader_and_command_started_ahead(session):
     """Issue 14's create+exec+destroy: once the session is ready, its
     supervisor makes the first exec's cgroup and pid 1 starts that exec's
