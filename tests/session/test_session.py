@@ -813,6 +813,7 @@ def test_the_sessions_own_processes_ask_for_a_short_slice_its_commands_do_not(se
     if default is None:
         pytest.skip("/proc/PID/sched shows no se.slice here")
     s = session()
+    started_ahead(s)
     entry = s.listed()[0]
     for who in ("supervisor_pid", "pid"):
         assert sched_slice(entry[who]) == 100000, f"{who}: se.slice {sched_slice(entry[who])}"
