@@ -34,6 +34,7 @@ ALLOWED = {
 HEADER_LAYER = {
     "cleanup.h": "base",
     "openat2.h": "base",
+    "sched_attr.h": "base",
     "nlmsg.h": "net",
     "sync.h": "sandbox",
     "helper.h": "helper",

@@ -13,6 +13,7 @@
 #include "helper_int.h"
 #include "kiwi/cgroup.h"
 #include "kiwi/cleanup.h"
+#include "kiwi/sched_attr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,22 +122,12 @@ static int reset_signals(kiwi_err *err)
 	return 0;
 }
 
-/* struct sched_attr (linux/sched/types.h), which glibc does not wrap. */
-struct helper_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-	uint32_t util_min, util_max;
-};
-#define SCHED_FLAG_UTIL_CLAMP (0x20 | 0x40)   /* _MIN | _MAX */
 
 /* SCHED_OTHER at nice 0, util clamps back to the defaults (-1 resets
  * them), the I/O class from the nice value, every CPU. */
 static int reset_scheduling(kiwi_err *err)
 {
-	struct helper_sched_attr a = { .size = sizeof(a), .policy = SCHED_OTHER, .flags = SCHED_FLAG_UTIL_CLAMP,
+	struct kiwi_sched_attr a = { .size = sizeof(a), .policy = SCHED_OTHER, .flags = KIWI_SCHED_FLAG_UTIL_CLAMP,
 				       .util_min = UINT32_MAX, .util_max = UINT32_MAX };
 	/* kernels without uclamp refuse the flags: then without them */
 	if (syscall(SYS_sched_setattr, 0, &a, 0) < 0) {

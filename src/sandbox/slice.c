@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kiwi/slice.h"
+#include "kiwi/sched_attr.h"
 
 #include <sched.h>
 #include <stdbool.h>
@@ -9,17 +10,6 @@
 
 /* The kernel's shortest (it clamps to 0.1 ms to 100 ms). */
 #define SHORT_SLICE_NS 100000u
-#define RESET_ON_FORK 0x01u   /* SCHED_FLAG_RESET_ON_FORK */
-
-/* sched_setattr(2)'s first version (48 bytes), which glibc does not
- * declare; <linux/sched/types.h> clashes with <sched.h>. */
-struct sched_attr_v0 {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
 
 /* Copied into every child with the rest of our memory, as the slice is. */
 static bool shortened;
@@ -28,13 +18,14 @@ static bool shortened;
  * stay (a `nice`d caller stays niced). Only the fair policies have one. */
 static int set_slice(uint64_t ns)
 {
-	struct sched_attr_v0 attr = { 0 };
+	struct kiwi_sched_attr attr = { 0 };
 	if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) < 0)
 		return -1;
 	if (attr.policy != SCHED_OTHER && attr.policy != SCHED_BATCH && attr.policy != SCHED_IDLE)
 		return -1;
-	attr = (struct sched_attr_v0){ .size = sizeof(attr), .policy = attr.policy, .flags = attr.flags & RESET_ON_FORK,
-				       .nice = attr.nice, .runtime = ns };
+	attr = (struct kiwi_sched_attr){ .size = sizeof(attr), .policy = attr.policy,
+					 .flags = attr.flags & KIWI_SCHED_FLAG_RESET_ON_FORK, .nice = attr.nice,
+					 .runtime = ns };
 	return (int)syscall(SYS_sched_setattr, 0, &attr, 0);
 }
 
