@@ -289,8 +289,8 @@ _Noreturn static void supervise(struct run_session *s, struct kiwi_session_hooks
 	setsid();
 	/* Ours and so the session's own processes' (not its commands'):
 	 * each exec's request passes through three of them (we, pid 1, its
-	 * leader), and beside a CPU hog each wake-up waited out the hog's
-	 * slice (bench/RESULTS.md). */
+	 * leader); beside a CPU hog an exec took twice as long without it,
+	 * each wake-up likely waiting out the hog's slice (bench/RESULTS.md). */
 	(void)kiwi_slice_short();
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (int fd = 0; null >= 0 && fd <= 2; fd++)
